@@ -1,0 +1,45 @@
+"""lzkernel: a plugin-based microkernel for MCTS-based reinforcement learning.
+
+The public API a plugin author needs. Importing this package does not import torch.
+"""
+from __future__ import annotations
+
+from lzkernel.component import ROLES, Component
+from lzkernel.config.schema import option
+from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError
+from lzkernel.hookspecs import hookimpl, hookspec
+from lzkernel.roles import (
+    ActingPolicy,
+    ActResult,
+    CommBackend,
+    EnvSpec,
+    StepBatch,
+    Trainer,
+    Trajectory,
+    UpdateSchedule,
+    VectorEnv,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ROLES",
+    "ActResult",
+    "ActingPolicy",
+    "CheckpointError",
+    "CommBackend",
+    "Component",
+    "ConfigError",
+    "EnvSpec",
+    "LzkernelError",
+    "PluginError",
+    "StepBatch",
+    "Trainer",
+    "Trajectory",
+    "UpdateSchedule",
+    "VectorEnv",
+    "__version__",
+    "hookimpl",
+    "hookspec",
+    "option",
+]
