@@ -1,0 +1,1 @@
+"""lzk_comm: first-party lzkernel plugin."""

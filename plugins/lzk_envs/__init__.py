@@ -1,0 +1,1 @@
+"""lzk_envs: first-party lzkernel plugin."""

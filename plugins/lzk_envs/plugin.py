@@ -1,0 +1,1 @@
+"""Entry point of the lzk_envs plugin: registers its components with lzkernel."""

@@ -1,0 +1,1 @@
+"""lzk_mcts: first-party lzkernel plugin."""

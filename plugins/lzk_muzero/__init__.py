@@ -1,0 +1,1 @@
+"""lzk_muzero: first-party lzkernel plugin."""

@@ -1,0 +1,1 @@
+"""lzk_replay: first-party lzkernel plugin."""

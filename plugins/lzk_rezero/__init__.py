@@ -1,0 +1,1 @@
+"""lzk_rezero: first-party lzkernel plugin."""

@@ -1,0 +1,1 @@
+"""Entry point of the lzk_rezero plugin: registers its components with lzkernel."""

@@ -1,0 +1,1 @@
+"""lzk_schedule: first-party lzkernel plugin."""

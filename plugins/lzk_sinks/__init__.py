@@ -1,0 +1,1 @@
+"""lzk_sinks: first-party lzkernel plugin."""

@@ -1,0 +1,1 @@
+"""lzk_workers: first-party lzkernel plugin."""
