@@ -1,0 +1,211 @@
+"""Reading a config: YAML (``yaml.safe_load`` only), dotted overrides, and resolution.
+
+Resolution validates ``run`` against :class:`RunConfig` and every role section against the
+schema of the component its ``name`` picks, collecting all problems before failing.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from lzkernel.component import ROLES
+from lzkernel.config.run_config import RunConfig
+from lzkernel.config.schema import suggest, to_dict, validate
+from lzkernel.errors import ConfigError
+from lzkernel.registry import Registry
+
+#: Sections a config may hold: ``run`` plus one per role.
+SECTIONS: tuple[str, ...] = ("run",) + ROLES
+#: Sections that may be left out, with the section used instead.
+DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {"comm": {"name": "local"}}
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Parse ``path`` with ``yaml.safe_load``; syntax errors carry ``file:line:column``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {p}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+        reason = exc.problem or exc.context or "invalid YAML"
+        if "constructor" in reason or "tag" in reason:
+            reason += " (only plain YAML is accepted: tags such as !!python/object are refused)"
+        raise ConfigError(f"{where}: {reason}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
+    """Apply ``a.b=v`` (set an existing key), ``+a.b=v`` (add a key), ``~a.b`` (delete a key).
+
+    Values are parsed with ``yaml.safe_load`` (``[1, 2]``, ``null``, ``true`` work). Returns the
+    new tree and the dotted keys that came from overrides (for error messages).
+    """
+    tree = copy.deepcopy(tree)
+    touched: set[str] = set()
+    problems: list[str] = []
+    for item in overrides:
+        op = item[0] if item[:1] in ("+", "~") else ""
+        body = item[1:] if op else item
+        key, sep, raw = body.partition("=")
+        key = key.strip()
+        if not key or (op != "~" and not sep):
+            problems.append(f"override '{item}': expected KEY=VALUE, +KEY=VALUE or ~KEY")
+            continue
+        *parents, leaf = key.split(".")
+        node: Any = tree
+        path: list[str] = []
+        ok = True
+        for part in parents:
+            path.append(part)
+            if not isinstance(node, dict):
+                problems.append(f"override '{item}': '{'.'.join(path[:-1])}' is not a mapping")
+                ok = False
+                break
+            if part not in node:
+                if op == "+":
+                    node[part] = {}
+                else:
+                    problems.append(f"override '{item}': no key '{'.'.join(path)}'{suggest(part, node)}")
+                    ok = False
+                    break
+            node = node[part]
+        if not ok:
+            continue
+        if not isinstance(node, dict):
+            problems.append(f"override '{item}': '{'.'.join(parents)}' is not a mapping")
+            continue
+        if op == "~":
+            if leaf not in node:
+                problems.append(f"override '{item}': no key '{key}' to delete{suggest(leaf, node)}")
+            else:
+                del node[leaf]
+            continue
+        if op == "" and leaf not in node:
+            problems.append(
+                f"override '{item}': no key '{key}'{suggest(leaf, node)}; use +{key}=... to add a new key"
+            )
+            continue
+        if op == "+" and leaf in node:
+            problems.append(f"override '{item}': key '{key}' already exists; drop the '+' to change it")
+            continue
+        try:
+            node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            problems.append(f"override '{item}': value is not valid YAML ({exc})")
+            continue
+        touched.add(key)
+    if problems:
+        raise ConfigError("\n".join(problems), problems)
+    return tree, touched
+
+
+@dataclass
+class ResolvedConfig:
+    """A validated config: the run settings plus, per role, the component name and its options."""
+
+    run: RunConfig
+    sections: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    source: str = "<config>"
+
+    def section(self, role: str) -> Any:
+        entry = self.sections.get(role)
+        return entry[1] if entry else None
+
+    def name(self, role: str) -> str | None:
+        entry = self.sections.get(role)
+        return entry[0] if entry else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (what ``config.yaml`` in the run directory holds)."""
+        out: dict[str, Any] = {"run": to_dict(self.run)}
+        for role in ROLES:
+            if role in self.sections:
+                name, options = self.sections[role]
+                body = to_dict(options) if options is not None else {}
+                out[role] = {"name": name, **body}
+        return out
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+
+
+def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>",
+            from_overrides: set[str] | None = None) -> ResolvedConfig:
+    """Validate the whole tree; raise one :class:`ConfigError` listing every problem."""
+    problems: list[str] = []
+    from_overrides = from_overrides or set()
+    for key in tree:
+        if key not in SECTIONS:
+            problems.append(f"{key}: unknown section{suggest(str(key), SECTIONS)}; sections are {', '.join(SECTIONS)}")
+
+    run_data = tree.get("run", {})
+    run_cfg = None
+    if not isinstance(run_data, dict):
+        problems.append(f"run: expected a mapping, got {type(run_data).__name__}")
+    else:
+        run_cfg, run_problems = validate(RunConfig, run_data, "run")
+        problems += run_problems
+
+    sections: dict[str, tuple[str, Any]] = {}
+    if "trainer" not in tree:
+        problems.append("trainer: missing section (it names the trainer to run)")
+    for role in ROLES:
+        data = tree.get(role, DEFAULT_SECTIONS.get(role))
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{role}: expected a mapping with a 'name' key, got {type(data).__name__}")
+            continue
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            available = ", ".join(registry.names(role)) or "(none registered)"
+            problems.append(f"{role}.name: missing; pick one of: {available}")
+            continue
+        try:
+            component = registry.get(role, name)
+        except ConfigError as exc:
+            problems.append(f"{role}.name: {exc}")
+            continue
+        body = {k: v for k, v in data.items() if k != "name"}
+        if component.config is None:
+            for key in body:
+                problems.append(f"{role}.{key}: unknown key ({role} '{name}' takes no options)")
+            sections[role] = (name, None)
+            continue
+        options, section_problems = validate(component.config, body, role)
+        problems += section_problems
+        sections[role] = (name, options)
+
+    if problems:
+        annotated = []
+        for p in problems:
+            key = p.split(":", 1)[0]
+            annotated.append(p + (" (from a command-line override)" if key in from_overrides else ""))
+        head = f"invalid config {source} ({len(annotated)} problem{'s' if len(annotated) > 1 else ''}):"
+        raise ConfigError(head + "\n  " + "\n  ".join(annotated), annotated)
+    assert run_cfg is not None
+    return ResolvedConfig(run_cfg, sections, source)
+
+
+def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) -> ResolvedConfig:
+    """File → overrides → validated config."""
+    tree = load_yaml(path)
+    tree, touched = apply_overrides(tree, overrides)
+    return resolve(tree, registry, str(path), touched)

@@ -1,0 +1,30 @@
+"""The ``run`` section: budgets, output, seeding, device, checkpoint and logging cadence."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lzkernel.config.schema import option
+
+
+@dataclass
+class RunConfig:
+    """Settings every run has, whatever the algorithm."""
+
+    seed: int = option(0, doc="Root seed; every RNG (torch, numpy, python, envs, search) derives from it.", min=0)
+    out_dir: str = option("runs/default", doc="Run directory: config, metrics, TensorBoard logs, checkpoints.")
+    max_env_steps: int = option(100_000, doc="Stop after this many env steps (summed over ranks' collectors).", min=1)
+    max_train_iters: int = option(10**9, doc="Stop after this many learner updates.", min=1)
+    device: str = option("cpu", doc="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available).")
+    threads: int = option(0, doc="torch intra-op threads; 0 leaves torch's default.", min=0)
+    deterministic: bool = option(False, doc="torch.use_deterministic_algorithms(True).")
+    checkpoint_every: int = option(1000, doc="Save a checkpoint every this many train iterations (0: only at the end).", min=0)
+    keep_last: int = option(3, doc="Periodic checkpoints kept; older ones are deleted after a new one commits.", min=1)
+    save_buffer: bool = option(True, doc="Include the replay buffer in checkpoints (exact resume).")
+    log_every: int = option(100, doc="Average and emit train metrics every this many train iterations.", min=1)
+    progress: bool = option(True, doc="Show a console progress line.")
+
+    def validate(self) -> list[tuple[str, str]]:
+        d = self.device
+        if d not in ("cpu", "cuda", "auto") and not (d.startswith("cuda:") and d[5:].isdigit()):
+            return [("device", f"expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {d!r}")]
+        return []

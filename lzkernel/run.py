@@ -1,0 +1,290 @@
+"""The run context: run directory, seeding, metric events, checkpoints and the stop flag.
+
+One :class:`RunContext` per process. Trainers receive it as ``run`` and use the attributes
+listed in ``docs/architecture.md``. Only rank 0 writes files.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint
+from lzkernel.config.loader import ResolvedConfig
+from lzkernel.errors import CheckpointError, ConfigError
+from lzkernel.pluginmanager import Kernel
+from lzkernel.seeding import derive_seed, seed_globals
+
+log = logging.getLogger("lzkernel")
+
+
+class RunContext:
+    """What every component of one run shares."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        config: ResolvedConfig,
+        *,
+        resume: str | None = None,
+        overrides: Sequence[str] = (),
+        argv: Sequence[str] | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.config = config
+        self.cfg = config.run
+        self.overrides = list(overrides)
+        self.argv = list(argv if argv is not None else getattr(sys, "orig_argv", sys.argv))
+        self.resume = resume
+        self.train_iter = 0
+        self.env_steps = 0
+        self.stop_requested = False
+        self.stop_signal: int | None = None
+        self.status_text = ""
+        self.derived_seeds: dict[str, int] = {}
+        self._start = time.monotonic()
+        self._signals_seen = 0
+        self._old_handlers: dict[int, Any] = {}
+        self._resume_path: Path | None = None
+        self.comm: Any = None
+        self.dir: Path | None = None
+        self.checkpoints: CheckpointStore | None = None
+        self.device = "cpu"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> RunContext:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(exc)
+
+    def start(self) -> None:
+        """Resolve the resume path, bring up comm, seed, create the run dir, fire run_start."""
+        import torch
+
+        run_dir = Path(self.cfg.out_dir)
+        self._resume_path = self._find_resume(run_dir)
+        self.device = self._resolve_device(torch)
+        if self.cfg.threads:
+            torch.set_num_threads(self.cfg.threads)
+        if self.cfg.deterministic:
+            torch.use_deterministic_algorithms(True)
+        self.comm = self.build("comm")
+        seed_globals(self.cfg.seed, self.rank)
+        if self.is_main:
+            store_root = run_dir / "ckpt"
+            if self._resume_path is None and CheckpointStore(store_root).complete_steps():
+                raise ConfigError(
+                    f"run.out_dir '{run_dir}' already holds checkpoints; resume it with --resume auto "
+                    f"or choose another directory (run.out_dir=...)"
+                )
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.dir = run_dir
+            self.checkpoints = CheckpointStore(store_root, self.cfg.keep_last, self.config.to_yaml())
+            self._write_run_files(torch)
+        self._install_signal_handlers()
+        self.hooks.lzkernel_run_start(run=self)
+
+    def close(self, error: BaseException | None = None) -> None:
+        try:
+            self.hooks.lzkernel_run_end(run=self, error=error)
+        finally:
+            if self.dir is not None:
+                self._write_json("seeds.json", {"root": self.cfg.seed, **self.derived_seeds})
+            self._restore_signal_handlers()
+            if self.comm is not None:
+                self.comm.close()
+
+    # -- components --------------------------------------------------------------------------
+
+    @property
+    def hooks(self) -> Any:
+        return self.kernel.hook
+
+    def section(self, role: str) -> Any:
+        """The validated options of ``role``'s section (None when the section is absent)."""
+        return self.config.section(role)
+
+    def build(self, role: str, **kwargs: Any) -> Any:
+        """Build the component the config names for ``role``: ``factory(options, run, **kwargs)``."""
+        name = self.config.name(role)
+        if name is None:
+            trainer = self.config.name("trainer")
+            raise ConfigError(f"{self.config.source}: missing section '{role}' (trainer '{trainer}' needs one)")
+        component = self.kernel.registry.get(role, name)
+        return component.factory(self.config.section(role), self, **kwargs)
+
+    @property
+    def rank(self) -> int:
+        return int(self.comm.rank) if self.comm is not None else 0
+
+    @property
+    def world_size(self) -> int:
+        return int(self.comm.world_size) if self.comm is not None else 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # -- seeding -----------------------------------------------------------------------------
+
+    def seed(self, *keys: str | int) -> int:
+        """The seed of the stream named by ``keys``, derived from ``run.seed``."""
+        value = derive_seed(self.cfg.seed, *keys)
+        self.derived_seeds["/".join(map(str, keys))] = value
+        return value
+
+    def rng(self, *keys: str | int) -> np.random.Generator:
+        return np.random.default_rng(self.seed(*keys))
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    @property
+    def wall_time(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self._start
+
+    def record(self, metrics: Mapping[str, float]) -> dict[str, Any]:
+        """A metrics record with the x-axes: what sinks write."""
+        return {"train_iter": self.train_iter, "env_steps": self.env_steps,
+                "wall_time": round(self.wall_time, 3), **metrics}
+
+    def emit_collect(self, metrics: Mapping[str, float]) -> None:
+        if self.is_main:
+            self.hooks.lzkernel_after_collect(run=self, metrics=dict(metrics))
+
+    def emit_train(self, metrics: Mapping[str, float]) -> None:
+        if self.is_main:
+            self.hooks.lzkernel_after_train(run=self, metrics=dict(metrics))
+
+    def emit_eval(self, metrics: Mapping[str, float]) -> None:
+        if self.is_main:
+            self.hooks.lzkernel_after_eval(run=self, metrics=dict(metrics))
+
+    def progress(self, text: str) -> None:
+        """Extra text for the console progress line (e.g. the last eval return)."""
+        self.status_text = text
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def save_checkpoint(
+        self, state: Mapping[str, Any], arrays: Mapping[str, Any] | None = None, tag: str | None = None
+    ) -> Path | None:
+        """Commit a checkpoint at ``train_iter`` (rank 0 only; other ranks return None)."""
+        from lzkernel.seeding import rng_state
+
+        if not self.is_main or self.checkpoints is None:
+            return None
+        full = {"trainer": dict(state), "rng": rng_state(),
+                "counters": {"train_iter": self.train_iter, "env_steps": self.env_steps}}
+        meta = {"train_iter": self.train_iter, "env_steps": self.env_steps, "trainer": self.config.name("trainer"),
+                "versions": self.versions()}
+        path = self.checkpoints.save(self.train_iter, full, arrays, meta, tag=tag)
+        self.hooks.lzkernel_checkpoint_saved(run=self, path=path)
+        return path
+
+    def resume_state(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """``(trainer_state, arrays)`` to resume from, restoring counters and RNGs; None if fresh."""
+        from lzkernel.seeding import set_rng_state
+
+        if self._resume_path is None:
+            return None
+        state, arrays, _ = load_checkpoint(self._resume_path)
+        self.train_iter = int(state["counters"]["train_iter"])
+        self.env_steps = int(state["counters"]["env_steps"])
+        set_rng_state(state["rng"])
+        log.info("resumed from %s (train_iter %d, env_steps %d)", self._resume_path, self.train_iter, self.env_steps)
+        return state["trainer"], arrays
+
+    @property
+    def resume_path(self) -> Path | None:
+        return self._resume_path
+
+    def _find_resume(self, run_dir: Path) -> Path | None:
+        if self.resume is None:
+            return None
+        store = CheckpointStore(run_dir / "ckpt")
+        if self.resume == "auto":
+            path = store.latest()
+            if path is None:
+                log.info("--resume auto: no checkpoint in %s, starting fresh", run_dir / "ckpt")
+            return path
+        path = Path(self.resume)
+        if not path.exists():
+            raise ConfigError(f"--resume {self.resume}: no such checkpoint")
+        try:
+            from lzkernel.checkpoint import verify
+
+            verify(path)
+        except CheckpointError as exc:
+            raise ConfigError(f"--resume {self.resume}: {exc}") from None
+        return path
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _resolve_device(self, torch: Any) -> str:
+        d = self.cfg.device
+        if d == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if d.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError(f"run.device: '{d}' requested but CUDA is not available; use run.device=cpu")
+        return d
+
+    def versions(self) -> dict[str, Any]:
+        import torch
+
+        from lzkernel import __version__
+
+        return {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "lzkernel": __version__,
+            "plugins": {n: {"dist": i.dist, "version": i.version, "module": i.module}
+                        for n, i in sorted(self.kernel.infos.items())},
+        }
+
+    def _write_json(self, name: str, data: Any) -> None:
+        assert self.dir is not None
+        (self.dir / name).write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+
+    def _write_run_files(self, torch: Any) -> None:
+        assert self.dir is not None
+        (self.dir / "config.yaml").write_text(self.config.to_yaml(), encoding="utf-8")
+        (self.dir / "overrides.txt").write_text("".join(o + "\n" for o in self.overrides), encoding="utf-8")
+        (self.dir / "command.txt").write_text(" ".join(self.argv) + "\n", encoding="utf-8")
+        self._write_json("versions.json", {**self.versions(), "device": self.device, "world_size": self.world_size})
+
+    def _install_signal_handlers(self) -> None:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        self._old_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """First signal: ask the trainer to save and stop at its next safe boundary. Second: leave
+        now (checkpoints are committed atomically, so none is damaged)."""
+        self._signals_seen += 1
+        if self._signals_seen > 1:
+            os._exit(128 + signum)
+        self.stop_requested = True
+        self.stop_signal = signum
+        print(f"\nlzkernel: received {signal.Signals(signum).name}; saving a checkpoint and stopping "
+              "(send it again to stop at once)", file=sys.stderr, flush=True)
