@@ -1,1 +1,1 @@
-"""lzk_rezero: first-party lzkernel plugin."""
+"""lzk_rezero: the ReZero trainer (whole-buffer backward-view reanalysis) and plain MuZero."""

@@ -1,0 +1,10 @@
+"""lzk_loop: the training-loop skeleton every lzkernel trainer shares.
+
+evaluate → collect → schedule updates → push/trim → reanalyze → train → checkpoint → stop,
+written once in :class:`~lzk_loop.skeleton.LoopTrainer`; algorithm trainers (ReZero, MuZero,
+UniZero) override the small hooks where they differ. A library plugin: it registers no
+components.
+"""
+from lzk_loop.skeleton import LoopConfig, LoopTrainer
+
+__all__ = ["LoopConfig", "LoopTrainer"]

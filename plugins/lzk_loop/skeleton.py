@@ -1,0 +1,281 @@
+"""The shared trainer loop (SPEC §1.1/§1.2 reorganised), written once.
+
+One epoch::
+
+    evaluate (when due, rank 0; the stop decision is broadcast)
+    collect            (every rank, its own envs)
+    schedule updates   (identical on every rank: counts are summed through the comm backend)
+    push + trim        (the buffer enforces its capacity)
+    before_train()     (hook: epoch-level reanalysis)
+    for i in range(updates):
+        before_update(i)  (hook: in-loop reanalysis)
+        sample → learn → priorities;  log / checkpoint when due
+    stop on budget, stop_value or a signal (decided once, broadcast)
+
+Subclasses override the hooks; everything else (counters, metrics, checkpoints, resume, the
+stop protocol) lives here so every algorithm behaves the same way.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lzkernel import option
+
+
+@dataclass
+class LoopConfig:
+    """Options every loop trainer has."""
+
+    random_collect_episodes: int = option(
+        0, doc="Episodes collected with a uniformly random policy before training (0: none).", min=0)
+    eval_at_start: bool = option(True, doc="Evaluate once before the first collection.")
+    train_start_transitions: int = option(
+        0, doc="Train only once the buffer holds more than max(this, batch_size) transitions.", min=0)
+
+
+class _Timer:
+    """Cumulative seconds per phase, reported as ``time/<phase>_s``."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = defaultdict(float)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.total[phase] += seconds
+
+    def metrics(self) -> dict[str, float]:
+        return {f"time/{k}_s": round(v, 3) for k, v in self.total.items()}
+
+
+class LoopTrainer:
+    """Evaluate → collect → schedule → push → reanalyze → train → checkpoint → stop."""
+
+    def __init__(self, cfg: LoopConfig, run: Any) -> None:
+        self.cfg = cfg
+        self.run = run
+        self.pcfg = run.section("policy")
+        self.env_spec = run.build("env")
+        self.policy = run.build("policy", env_spec=self.env_spec)
+        frame_stack = int(getattr(self.pcfg, "frame_stack", 1))
+        self.buffer = run.build(
+            "buffer",
+            unroll_steps=self.pcfg.unroll_steps,
+            td_steps=self.pcfg.td_steps,
+            discount=self.pcfg.discount,
+            frame_stack=frame_stack,
+            obs_shape=tuple(self.env_spec.obs_shape),
+            num_actions=int(self.env_spec.num_actions),
+        )
+        self.collector = run.build("collector", env_spec=self.env_spec, frame_stack=frame_stack)
+        # Only rank 0 evaluates; the other ranks receive its stop decision.
+        self.evaluator = run.build("evaluator", env_spec=self.env_spec, frame_stack=frame_stack) if run.is_main else None
+        self.schedule = run.build("update_schedule")
+        self.sample_rng = run.rng("sample", run.rank)
+        self.epoch = 0
+        self.timer = _Timer()
+        self._pending: dict[str, list[float]] = defaultdict(list)
+        self.last_eval: float | None = None
+        self._stop_now = False
+
+    # -- hooks for subclasses ----------------------------------------------------------------
+
+    def before_train(self, updates: int) -> None:
+        """Called once per epoch after the push, before the update loop."""
+
+    def before_update(self, i: int, updates: int) -> None:
+        """Called before update ``i`` of ``updates`` in this epoch."""
+
+    def prepare_batch(self, batch: Any) -> Any:
+        """Last chance to change a sampled batch (e.g. per-batch reanalysis)."""
+        return batch
+
+    def extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def train(self) -> None:
+        run = self.run
+        resumed = self._resume()
+        if not resumed and self.cfg.random_collect_episodes > 0:
+            self._collect(random_policy=True)
+        if self.cfg.eval_at_start and not resumed:
+            self._evaluate_and_decide(force=True)
+        while True:
+            if self._should_eval() and self._evaluate_and_decide():
+                break
+            collected = self._collect()
+            updates = int(self.schedule.updates(collected))
+            self._timed("buffer", self._trim)
+            self.before_train(updates)
+            self._train_epoch(updates)
+            self.epoch += 1
+            if self._should_stop():
+                break
+        self._save()
+        if self.evaluator is not None and self.last_eval is not None:
+            run.progress(f"done: last eval {self.last_eval:.1f}")
+
+    def _train_epoch(self, updates: int) -> None:
+        run = self.run
+        needed = max(int(self.pcfg.batch_size), self.cfg.train_start_transitions)
+        for i in range(updates):
+            self.before_update(i, updates)
+            if self.buffer.num_transitions <= needed:
+                break
+            t0 = time.perf_counter()
+            batch = self.buffer.sample(int(self.pcfg.batch_size), self.sample_rng, self.policy.value_fn)
+            batch = self.prepare_batch(batch)
+            t1 = time.perf_counter()
+            metrics, priorities = self.policy.learn(batch)
+            t2 = time.perf_counter()
+            self.buffer.update_priorities(batch.indices, priorities)
+            self.timer.add("sample", t1 - t0)
+            self.timer.add("learn", t2 - t1)
+            run.train_iter += 1
+            for k, v in metrics.items():
+                self._pending[k].append(float(v))
+            if run.train_iter % run.cfg.log_every == 0:
+                self._emit_train()
+            if run.cfg.checkpoint_every and run.train_iter % run.cfg.checkpoint_every == 0:
+                self._save()
+            if self._should_eval():
+                # Evaluate between updates too, so evaluations fall every N iterations exactly.
+                if self._evaluate_and_decide():
+                    self._stop_now = True
+                    return
+            if run.train_iter >= run.cfg.max_train_iters:
+                return
+
+    # -- phases ------------------------------------------------------------------------------
+
+    def _collect(self, random_policy: bool = False) -> int:
+        run = self.run
+        t0 = time.perf_counter()
+        temperature = float(self.pcfg.temperature(run.train_iter)) if hasattr(self.pcfg, "temperature") else 1.0
+        epsilon = float(self.pcfg.epsilon(run.env_steps)) if hasattr(self.pcfg, "epsilon") else 0.0
+        trajectories, metrics = self.collector.collect(
+            self.policy, temperature=temperature, epsilon=epsilon, random_policy=random_policy)
+        local = int(sum(len(t) for t in trajectories))
+        t1 = time.perf_counter()
+        self.buffer.push(trajectories)
+        self.timer.add("collect", t1 - t0)
+        self.timer.add("buffer", time.perf_counter() - t1)
+        run.env_steps += self._sum_over_ranks(local)
+        run.emit_collect({**metrics, "collect/temperature": temperature, "collect/epsilon": epsilon,
+                          "buffer/transitions": float(self.buffer.num_transitions)})
+        return local
+
+    def _trim(self) -> None:
+        trim = getattr(self.buffer, "trim", None)
+        if callable(trim):
+            trim()
+
+    def _should_eval(self) -> bool:
+        # Every rank must agree: rank 0 decides, the others follow the broadcast.
+        due = bool(self.evaluator.should_eval(self.run.train_iter)) if self.evaluator is not None else False
+        return bool(self.run.comm.broadcast_object(due))
+
+    def _evaluate_and_decide(self, force: bool = False) -> bool:
+        """Evaluate on rank 0 (when ``force`` or due) and return the broadcast stop decision."""
+        run = self.run
+        stop = False
+        if self.evaluator is not None:
+            t0 = time.perf_counter()
+            if force:
+                self.evaluator.should_eval(run.train_iter)  # record this evaluation's iteration
+            metrics = self.evaluator.evaluate(self.policy)
+            self.timer.add("eval", time.perf_counter() - t0)
+            mean = float(metrics["eval/return_mean"])
+            self.last_eval = mean
+            run.emit_eval(metrics)
+            if self.evaluator.is_best(mean):
+                run.save_checkpoint(self._state()[0], tag="best")
+            # LightZero stops only after training started (train_iter > 0); so do we.
+            stop = bool(self.evaluator.reached(mean)) and run.train_iter > 0
+        return bool(run.comm.broadcast_object(stop))
+
+    def _should_stop(self) -> bool:
+        run = self.run
+        local = (
+            self._stop_now
+            or run.env_steps >= run.cfg.max_env_steps
+            or run.train_iter >= run.cfg.max_train_iters
+            or run.stop_requested
+        )
+        return bool(run.comm.broadcast_object(bool(local)))
+
+    def _emit_train(self) -> None:
+        metrics = {k: float(np.mean(v)) for k, v in self._pending.items() if v}
+        self._pending.clear()
+        metrics.update(self.timer.metrics())
+        metrics["train/epoch"] = float(self.epoch)
+        metrics["buffer/transitions"] = float(self.buffer.num_transitions)
+        self.run.emit_train(metrics)
+
+    def _sum_over_ranks(self, value: int) -> int:
+        if self.run.world_size == 1:
+            return value
+        import torch
+
+        t = torch.tensor([value], dtype=torch.int64)
+        self.run.comm.all_reduce_sum(t)
+        return int(t.item())
+
+    def _timed(self, phase: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.timer.add(phase, time.perf_counter() - t0)
+        return out
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        state: dict[str, Any] = {
+            "policy": self.policy.state_dict(),
+            "collector": self.collector.state_dict(),
+            "epoch": self.epoch,
+            "sample_rng": self.sample_rng.bit_generator.state,
+            "timer": dict(self.timer.total),
+            **self.extra_state(),
+        }
+        if self.evaluator is not None:
+            state["evaluator"] = self.evaluator.state_dict()
+        arrays: dict[str, Any] = {}
+        if self.run.cfg.save_buffer:
+            meta, buf_arrays = self.buffer.state_dict()
+            state["buffer_meta"] = meta
+            arrays = {f"buffer/{k}": v for k, v in buf_arrays.items()}
+        return state, arrays
+
+    def _save(self) -> None:
+        t0 = time.perf_counter()
+        state, arrays = self._state()
+        self.run.save_checkpoint(state, arrays)
+        self.timer.add("checkpoint", time.perf_counter() - t0)
+
+    def _resume(self) -> bool:
+        loaded = self.run.resume_state()
+        if loaded is None:
+            return False
+        state, arrays = loaded
+        self.policy.load_state_dict(state["policy"])
+        self.collector.load_state_dict(state["collector"])
+        if self.evaluator is not None and "evaluator" in state:
+            self.evaluator.load_state_dict(state["evaluator"])
+        self.epoch = int(state["epoch"])
+        self.sample_rng.bit_generator.state = state["sample_rng"]
+        for k, v in state.get("timer", {}).items():
+            self.timer.total[k] = float(v)
+        if "buffer_meta" in state:
+            buf = {k[len("buffer/"):]: v for k, v in arrays.items() if k.startswith("buffer/")}
+            self.buffer.load_state_dict(state["buffer_meta"], buf)
+        self.load_extra_state(state)
+        return True
