@@ -89,8 +89,10 @@ class CheckpointStore:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
+        old: Path | None = None
         try:
             torch.save(dict(state), tmp / "state.pt")
+            _check_loadable(torch, tmp / "state.pt")
             if arrays:
                 for key, value in arrays.items():
                     if getattr(value, "dtype", None) is not None and value.dtype == object:
@@ -108,7 +110,6 @@ class CheckpointStore:
             _fsync_dir(tmp)
             if self.before_commit is not None:
                 self.before_commit(tmp)
-            old = None
             if final.exists():  # re-saving a slot ("best", or the same step): swap atomically
                 old = self.root / f".{final.name}.old-{os.getpid()}"
                 os.replace(final, old)
@@ -123,6 +124,9 @@ class CheckpointStore:
                 shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None and old.exists():  # the swap did not commit: put the previous one back
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(old, final)
             raise
         if tag is None:
             self._rotate()
@@ -131,6 +135,15 @@ class CheckpointStore:
     def _clean_temporaries(self) -> None:
         for p in self.root.glob(".*.tmp-*"):
             shutil.rmtree(p, ignore_errors=True)
+        # A swap killed between its renames leaves the previous checkpoint at ``.NAME.old-PID``:
+        # restore it if ``NAME`` did not commit, else it is garbage.
+        for p in self.root.glob(".*.old-*"):
+            target = self.root / p.name[1:].rsplit(".old-", 1)[0]
+            if (p / DONE).is_file() and not (target / DONE).is_file():
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(p, target)
+            else:
+                shutil.rmtree(p, ignore_errors=True)
 
     def _rotate(self) -> None:
         complete = self.complete_steps()
@@ -162,6 +175,25 @@ class CheckpointStore:
                 continue
             return path
         return None
+
+
+def _check_loadable(torch: Any, path: Path) -> None:
+    """Refuse (before commit) a state that ``torch.load(weights_only=True)`` would not load."""
+    finder = getattr(torch.serialization, "get_unsafe_globals_in_checkpoint", None)
+    if finder is not None:
+        unsafe = finder(str(path))
+        reason = f"it holds objects of types {', '.join(unsafe)}" if unsafe else ""
+    else:  # pragma: no cover - older torch
+        try:
+            torch.load(path, map_location="cpu", weights_only=True)
+            reason = ""
+        except Exception as exc:  # noqa: BLE001
+            reason = str(exc)
+    if reason:
+        raise CheckpointError(
+            f"state cannot be loaded back with torch.load(weights_only=True): {reason}; a state holds "
+            "tensors, numbers, strings, lists and dicts (numpy arrays go in `arrays`)"
+        )
 
 
 def verify(path: str | Path) -> dict[str, Any]:

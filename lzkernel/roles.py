@@ -48,8 +48,10 @@ class VectorEnv(Protocol):
     def reset(self) -> StepBatch:
         """Reset every env (seeded at the first call) and return the first states."""
 
-    def step(self, actions: np.ndarray) -> StepBatch:
-        """Step every env with ``actions`` [E] int64 (each legal for its row)."""
+    def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
+        """Step the envs with ``actions`` [E] int64 (each legal for its row). ``active`` [E] bool,
+        when given, leaves the other rows unstepped (their rows in the result are unchanged and
+        their rewards zero): collectors use it for envs that met their episode quota."""
 
     def close(self) -> None: ...
 

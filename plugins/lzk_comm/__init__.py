@@ -1,1 +1,4 @@
-"""lzk_comm: first-party lzkernel plugin."""
+"""lzk_comm: first-party lzkernel plugin providing comm backends.
+
+* ``local`` (:mod:`lzk_comm.local`): one process, identity collectives.
+"""

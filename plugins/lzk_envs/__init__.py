@@ -1,1 +1,5 @@
-"""lzk_envs: first-party lzkernel plugin."""
+"""lzk_envs: first-party lzkernel plugin providing environments.
+
+* ``gymnasium`` (:mod:`lzk_envs.gym`): an adapter for gymnasium envs with a Discrete action space,
+  vectorised with same-step auto-reset.
+"""

@@ -105,7 +105,7 @@ class LoopTrainer:
         run = self.run
         resumed = self._resume()
         if not resumed and self.cfg.random_collect_episodes > 0:
-            self._collect(random_policy=True)
+            self._collect(random_policy=True, n_episode=self.cfg.random_collect_episodes)
         if self.cfg.eval_at_start and not resumed:
             self._evaluate_and_decide(force=True)
         while True:
@@ -156,13 +156,14 @@ class LoopTrainer:
 
     # -- phases ------------------------------------------------------------------------------
 
-    def _collect(self, random_policy: bool = False) -> int:
+    def _collect(self, random_policy: bool = False, n_episode: int | None = None) -> int:
         run = self.run
         t0 = time.perf_counter()
         temperature = float(self.pcfg.temperature(run.train_iter)) if hasattr(self.pcfg, "temperature") else 1.0
         epsilon = float(self.pcfg.epsilon(run.env_steps)) if hasattr(self.pcfg, "epsilon") else 0.0
         trajectories, metrics = self.collector.collect(
-            self.policy, temperature=temperature, epsilon=epsilon, random_policy=random_policy)
+            self.policy, temperature=temperature, epsilon=epsilon, random_policy=random_policy,
+            n_episode=n_episode)
         local = int(sum(len(t) for t in trajectories))
         t1 = time.perf_counter()
         self.buffer.push(trajectories)

@@ -1,1 +1,71 @@
-"""Entry point of the lzk_workers plugin: registers its components with lzkernel."""
+"""Entry point of the lzk_workers plugin: registers its components with lzkernel.
+
+No gymnasium/torch import at module level: the factories import their implementation modules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lzkernel import Component, hookimpl, option
+
+
+@dataclass
+class EpisodeCollectorConfig:
+    """Options of the ``episode`` collector."""
+
+    envs: int = option(8, doc="Collector envs stepped together (their vector env lives across collects).", min=1)
+    n_episode: int = option(8, doc="Whole episodes per collect, split evenly across the envs (>= envs).", min=1)
+
+    def validate(self) -> list[tuple[str, str]]:
+        if self.n_episode < self.envs:
+            return [("n_episode", f"must be >= envs ({self.envs}), got {self.n_episode}")]
+        return []
+
+
+@dataclass
+class EpisodeEvaluatorConfig:
+    """Options of the ``episodes`` evaluator."""
+
+    envs: int = option(3, doc="Evaluator envs stepped together.", min=1)
+    episodes: int = option(10, doc="Greedy episodes per evaluation, split evenly across the envs.", min=1)
+    stop_value: float | None = option(
+        None, doc="Stop training once the mean evaluation return reaches this (after train iteration 0); null: never."
+    )
+    every_train_iters: int = option(200, doc="Evaluate at most once per this many train iterations (and at 0).", min=1)
+
+
+def make_episode_collector(cfg: EpisodeCollectorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
+                           policy: Any = None) -> Any:
+    """``policy`` is accepted for the hookspec's calling convention and unused: the policy is
+    passed to every ``collect`` call instead."""
+    from lzk_workers.collector import EpisodeCollector
+
+    return EpisodeCollector(env_spec, envs=cfg.envs, n_episode=cfg.n_episode, seed=run.seed("collector", run.rank),
+                            frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
+
+
+def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
+                           policy: Any = None) -> Any:
+    """``policy`` is accepted for the hookspec's calling convention and unused (see ``evaluate``)."""
+    from lzk_workers.evaluator import EpisodeEvaluator
+
+    return EpisodeEvaluator(env_spec, envs=cfg.envs, episodes=cfg.episodes, seed=run.seed("evaluator"),
+                            every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
+                            frame_stack=frame_stack)
+
+
+@hookimpl
+def lzkernel_register_collectors() -> list[Component]:
+    return [
+        Component("episode", factory=make_episode_collector, config=EpisodeCollectorConfig,
+                  doc="Whole episodes per collect on persistent envs, one Trajectory per episode."),
+    ]
+
+
+@hookimpl
+def lzkernel_register_evaluators() -> list[Component]:
+    return [
+        Component("episodes", factory=make_episode_evaluator, config=EpisodeEvaluatorConfig,
+                  doc="A fixed number of greedy episodes; mean/std/min/max return, best and stop."),
+    ]

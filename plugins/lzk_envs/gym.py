@@ -1,0 +1,248 @@
+"""Gymnasium adapter: an :class:`~lzkernel.EnvSpec` and a synchronous same-step auto-reset vector env.
+
+Why our own vector env rather than ``gymnasium.vector.SyncVectorEnv(autoreset_mode=SAME_STEP)``:
+
+* the episode collector and the evaluator step only the envs that still owe episodes (the
+  ``active`` mask of :meth:`GymVectorEnv.step`); ``SyncVectorEnv`` always steps every env;
+* per-env legal masks come from each env's ``info["action_mask"]``, and errors (non-finite
+  values, illegal actions) must name the env id and the env index;
+* the episode return and length of a finished episode are tracked here, not read back from
+  wrappers; and gymnasium's vector API has changed between releases (0.29 → 1.0), this has not.
+
+Shape letters: E envs, A actions, O observation shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+
+from lzkernel import ConfigError, LzkernelError, StepBatch
+
+
+class EnvError(LzkernelError, RuntimeError):
+    """An environment misbehaved at run time (non-finite values, bad action mask, bad action)."""
+
+
+def _make(env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> gymnasium.Env:
+    """``gymnasium.make`` with creation problems turned into a :class:`ConfigError`."""
+    extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    try:
+        return gymnasium.make(env_id, **extra, **kwargs)
+    except gymnasium.error.Error as exc:  # unknown id or version, missing dependency, ...
+        raise ConfigError(f"env.id: cannot make gymnasium env {env_id!r}: {exc}") from exc
+    except TypeError as exc:  # the env constructor rejected a keyword
+        raise ConfigError(f"env.kwargs: gymnasium env {env_id!r} rejected kwargs {kwargs!r}: {exc}") from exc
+
+
+@dataclass
+class GymEnvSpec:
+    """What a policy needs to know about a gymnasium env, and how to make vector envs of it."""
+
+    id: str
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    truncation_as_terminal: bool = True
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    two_player: bool = False
+
+    @classmethod
+    def probe(
+        cls,
+        env_id: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        truncation_as_terminal: bool = True,
+        max_episode_steps: int | None = None,
+    ) -> GymEnvSpec:
+        """Make one env to read its spaces; reject anything but a ``Box`` observation and a
+        ``Discrete`` action space with a :class:`ConfigError` naming the env and the space."""
+        kwargs = dict(kwargs or {})
+        env = _make(env_id, kwargs, max_episode_steps)
+        try:
+            act_space, obs_space = env.action_space, env.observation_space
+        finally:
+            env.close()
+        if not isinstance(act_space, gymnasium.spaces.Discrete):
+            raise ConfigError(
+                f"env.id: gymnasium env {env_id!r} has action space {act_space!r}; only Discrete "
+                "action spaces are supported (MCTS needs a finite action set)"
+            )
+        if act_space.start != 0:
+            raise ConfigError(
+                f"env.id: gymnasium env {env_id!r} has action space {act_space!r} starting at "
+                f"{act_space.start}; only Discrete(n) starting at 0 is supported"
+            )
+        if not isinstance(obs_space, gymnasium.spaces.Box):
+            raise ConfigError(
+                f"env.id: gymnasium env {env_id!r} has observation space {obs_space!r}; only Box "
+                "observation spaces are supported"
+            )
+        return cls(
+            id=env_id,
+            obs_shape=tuple(int(d) for d in obs_space.shape),
+            num_actions=int(act_space.n),
+            truncation_as_terminal=truncation_as_terminal,
+            kwargs=kwargs,
+            max_episode_steps=max_episode_steps,
+        )
+
+    def make_vector(self, num_envs: int, seed: int) -> GymVectorEnv:
+        """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset."""
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        return GymVectorEnv(
+            self.id,
+            lambda: _make(self.id, self.kwargs, self.max_episode_steps),
+            num_envs,
+            seed,
+            self.obs_shape,
+            self.num_actions,
+        )
+
+
+class GymVectorEnv:
+    """E gymnasium envs stepped one after the other, with same-step auto-reset.
+
+    Invariants between calls: ``_obs[i]``, ``_legal[i]`` are env i's current state (of its
+    running episode), ``_ret[i]``/``_len[i]`` that episode's return and length so far.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        make_env: Callable[[], gymnasium.Env],
+        num_envs: int,
+        seed: int,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+    ) -> None:
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.seed = seed
+        self.obs_shape = obs_shape
+        self.num_actions = num_actions
+        self._envs = [make_env() for _ in range(num_envs)]
+        self._seeded = False  # env i gets seed + i at its first reset only, then runs on
+        self._obs = np.zeros((num_envs, *obs_shape), np.float32)  # [E, *O]
+        self._legal = np.ones((num_envs, num_actions), bool)  # [E, A]
+        self._ret = np.zeros(num_envs, np.float64)  # [E] running episode return
+        self._len = np.zeros(num_envs, np.int64)  # [E] running episode length
+        self._started = False
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _check_obs(self, i: int, obs: Any) -> np.ndarray:
+        arr = np.asarray(obs, dtype=np.float32)
+        if arr.shape != self.obs_shape:
+            raise EnvError(
+                f"gymnasium env {self.env_id!r} (env index {i}) returned an observation of shape "
+                f"{arr.shape}, expected {self.obs_shape}"
+            )
+        if not np.isfinite(arr).all():
+            raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) returned a non-finite observation: {arr}")
+        return arr
+
+    def _check_reward(self, i: int, reward: Any) -> float:
+        r = float(reward)
+        if not np.isfinite(r):
+            raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) returned a non-finite reward: {r}")
+        return r
+
+    def _mask(self, i: int, info: dict[str, Any]) -> np.ndarray:
+        """Legal actions [A] of env i: ``info["action_mask"]`` when given, else all legal."""
+        if "action_mask" not in info:
+            return np.ones(self.num_actions, bool)
+        mask = np.asarray(info["action_mask"]).astype(bool)
+        if mask.shape != (self.num_actions,) or not mask.any():
+            raise EnvError(
+                f"gymnasium env {self.env_id!r} (env index {i}) gave info['action_mask'] "
+                f"{np.asarray(info['action_mask'])!r}: expected shape ({self.num_actions},) with a legal action"
+            )
+        return mask
+
+    def _reset_one(self, i: int) -> None:
+        seed = self.seed + i if not self._seeded else None
+        obs, info = self._envs[i].reset(seed=seed)
+        self._obs[i] = self._check_obs(i, obs)
+        self._legal[i] = self._mask(i, info)
+        self._ret[i] = 0.0
+        self._len[i] = 0
+
+    def _batch(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+               final_obs: np.ndarray, ep_ret: np.ndarray, ep_len: np.ndarray) -> StepBatch:
+        return StepBatch(
+            obs=self._obs.copy(),
+            legal=self._legal.copy(),
+            to_play=np.full(self.num_envs, -1, np.int64),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+            episode_return=ep_ret,
+            episode_length=ep_len,
+        )
+
+    # -- VectorEnv -------------------------------------------------------------------------------
+
+    def reset(self) -> StepBatch:
+        """Reset every env (env i seeded with ``seed + i`` the first time) and return the first
+        states: rewards zero, no episode ended."""
+        for i in range(self.num_envs):
+            self._reset_one(i)
+        self._seeded = self._started = True
+        e = self.num_envs
+        return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
+                           self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
+
+    def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
+        """Step the envs with ``actions`` [E] int (each legal for its row).
+
+        ``active`` [E] bool (default all): rows that are False are not stepped; their row of the
+        result repeats their current state with zero reward and no episode end (and their action
+        is ignored). Where an episode ends, the row already holds the next episode's first state
+        and ``final_obs`` / ``episode_return`` / ``episode_length`` describe the finished one.
+        """
+        if not self._started:
+            raise RuntimeError(f"gymnasium env {self.env_id!r}: step() called before reset()")
+        e = self.num_envs
+        actions = np.asarray(actions)
+        if actions.shape != (e,) or not np.issubdtype(actions.dtype, np.integer):
+            raise ValueError(
+                f"gymnasium env {self.env_id!r}: actions must be an integer array of shape ({e},), "
+                f"got {actions.dtype} {actions.shape}"
+            )
+        active = np.ones(e, bool) if active is None else np.asarray(active, bool)
+        if active.shape != (e,):
+            raise ValueError(f"gymnasium env {self.env_id!r}: active must have shape ({e},), got {active.shape}")
+        reward = np.zeros(e, np.float32)
+        terminated = np.zeros(e, bool)
+        truncated = np.zeros(e, bool)
+        ep_ret = np.zeros(e, np.float32)
+        ep_len = np.zeros(e, np.int64)
+        final_obs = self._obs.copy()
+        for i in np.flatnonzero(active):
+            a = int(actions[i])
+            if not (0 <= a < self.num_actions) or not self._legal[i, a]:
+                raise ValueError(
+                    f"gymnasium env {self.env_id!r} (env index {i}): action {a} is not legal "
+                    f"(num_actions={self.num_actions}, legal={np.flatnonzero(self._legal[i]).tolist()})"
+                )
+            obs, r, term, trunc, info = self._envs[i].step(a)
+            reward[i] = self._check_reward(i, r)
+            final_obs[i] = self._obs[i] = self._check_obs(i, obs)
+            self._legal[i] = self._mask(i, info)
+            self._ret[i] += reward[i]
+            self._len[i] += 1
+            terminated[i], truncated[i] = bool(term), bool(trunc)
+            if term or trunc:  # same-step auto-reset: the row moves on to the next episode
+                ep_ret[i], ep_len[i] = self._ret[i], self._len[i]
+                self._reset_one(i)
+        return self._batch(reward, terminated, truncated, final_obs, ep_ret, ep_len)
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()

@@ -1,0 +1,266 @@
+"""Playing whole episodes on a vector env with a policy: the part collectors and evaluators share.
+
+:class:`EpisodePlayer` steps a :class:`~lzkernel.VectorEnv` until every env has finished its
+quota of episodes. Envs that met their quota stop acting (they are left out of the policy batch
+and are not stepped), and because auto-reset happens on the step that ends an episode, each of
+them then sits at the first state of a fresh episode: a later :meth:`EpisodePlayer.play`
+continues from there and no env step is wasted. Quotas per env, rather than "the first N episodes
+to finish", keep short episodes from being over-represented.
+
+Shape letters: E envs, B acting rows (the active envs), A actions, O observation shape, S frames.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from lzkernel import ActingPolicy, ActResult, EnvSpec, StepBatch, Trajectory, VectorEnv
+
+
+def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
+    """[E] int64 episodes per env summing to ``n``; the first ``n % E`` envs get one more."""
+    quota = np.full(num_envs, n // num_envs, np.int64)
+    quota[: n % num_envs] += 1
+    return quota
+
+
+class FrameWindow:
+    """The last S frames of every env, for acting on stacked observations.
+
+    Stacked observation of env i: its S frames, oldest first, concatenated along the first
+    observation axis: [S*O0, *O[1:]] (a vector obs [O] gives [S*O]; an image [C, H, W] gives
+    [S*C, H, W]). At an episode start the first frame fills the whole window.
+    """
+
+    def __init__(self, num_envs: int, obs_shape: tuple[int, ...], stack: int) -> None:
+        if stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {stack}")
+        self.stack = stack
+        self.obs_shape = obs_shape
+        self.frames = np.zeros((num_envs, stack, *obs_shape), np.float32)  # [E, S, *O]
+
+    def reset(self, ids: np.ndarray, obs: np.ndarray) -> None:
+        """Envs ``ids`` [B] start an episode at ``obs`` [B, *O]."""
+        self.frames[ids] = obs[:, None]
+
+    def push(self, ids: np.ndarray, obs: np.ndarray) -> None:
+        """Envs ``ids`` [B] moved on to ``obs`` [B, *O]: drop the oldest frame."""
+        window = self.frames[ids]  # a copy (fancy indexing), so the shift cannot alias
+        window[:, :-1] = window[:, 1:]
+        window[:, -1] = obs
+        self.frames[ids] = window
+
+    def stacked(self, ids: np.ndarray) -> np.ndarray:
+        """[B, S*O0, *O[1:]] stacked observations of envs ``ids`` ([B, *O] when S == 1)."""
+        return self.frames[ids].reshape(len(ids), -1, *self.obs_shape[1:])
+
+
+class RandomActor:
+    """An :class:`~lzkernel.ActingPolicy` acting uniformly at random over legal actions.
+
+    Used for random warm-up collection: visit_dist is uniform over the legal actions, values 0.
+    """
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, *, mode: str,
+            env_ids: np.ndarray, temperature: float = 1.0, epsilon: float = 0.0,
+            timestep: np.ndarray | None = None) -> ActResult:
+        legal = np.asarray(legal, bool)  # [B, A]
+        n_legal = legal.sum(axis=1)  # [B], >= 1 by the StepBatch contract
+        pick = np.floor(self.rng.random(len(legal)) * n_legal).astype(np.int64)  # index among legal
+        action = np.argmax(np.cumsum(legal, axis=1) > pick[:, None], axis=1).astype(np.int64)
+        zeros = np.zeros(len(legal), np.float32)
+        return ActResult(action=action, visit_dist=(legal / n_legal[:, None]).astype(np.float32),
+                         root_value=zeros, pred_value=zeros.copy())
+
+    def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:
+        """Stateless."""
+
+
+class _EpisodeRecord:
+    """One env's running episode, grown step by step, turned into a :class:`Trajectory`."""
+
+    def __init__(self, obs: np.ndarray, legal: np.ndarray, to_play: int) -> None:
+        self.obs, self.legal, self.to_play = [obs], [legal], [to_play]  # T+1 entries once done
+        self.actions: list[int] = []
+        self.rewards: list[float] = []
+        self.visits: list[np.ndarray] = []
+        self.root_values: list[float] = []
+        self.pred_values: list[float] = []
+
+    def add(self, action: int, reward: float, visit: np.ndarray, root: float, pred: float,
+            obs: np.ndarray, legal: np.ndarray, to_play: int) -> None:
+        """One transition and the state it led to."""
+        self.actions.append(action)
+        self.rewards.append(reward)
+        self.visits.append(visit)
+        self.root_values.append(root)
+        self.pred_values.append(pred)
+        self.obs.append(obs)
+        self.legal.append(legal)
+        self.to_play.append(to_play)
+
+    def to_trajectory(self, env_id: int, terminal: bool, episode_return: float) -> Trajectory:
+        t = len(self.actions)
+        return Trajectory(
+            obs=np.stack(self.obs).astype(np.float32, copy=False),
+            actions=np.asarray(self.actions, np.int64),
+            rewards=np.asarray(self.rewards, np.float32),
+            visit_dist=np.stack(self.visits).astype(np.float32, copy=False),
+            root_values=np.asarray(self.root_values, np.float32),
+            pred_values=np.asarray(self.pred_values, np.float32),
+            legal=np.stack(self.legal).astype(bool, copy=False),
+            to_play=np.asarray(self.to_play, np.int64),
+            timestep=np.arange(t + 1, dtype=np.int64),
+            ended=True,
+            terminal=terminal,
+            env_id=env_id,
+            episode_return=episode_return,
+        )
+
+
+def _final_to_play(previous: int) -> int:
+    """``to_play`` at an episode's final observation, which the StepBatch does not carry (the row
+    already belongs to the next episode): -1 stays -1; two players (1, 2) alternate."""
+    return -1 if previous == -1 else 3 - previous
+
+
+@dataclass
+class FinishedEpisode:
+    env_id: int
+    episode_return: float
+    length: int
+    trajectory: Trajectory | None  # None when the player does not record
+
+
+@dataclass
+class PlayResult:
+    episodes: list[FinishedEpisode]  # in order of completion
+    env_steps: int  # env steps taken by this call (= transitions of the episodes when recording)
+    policy_metrics: dict[str, float]  # mean over act calls of each metric the policy returned
+
+
+def _check_act(res: ActResult, b: int, a: int) -> ActResult:
+    """Shapes and dtypes of a policy's answer for B rows; a clear error beats a broadcast bug."""
+    action = np.asarray(res.action)
+    if action.shape != (b,) or not np.issubdtype(action.dtype, np.integer):
+        raise ValueError(f"policy.act returned action {action.dtype} {action.shape}, expected int [{b}]")
+    visit = np.asarray(res.visit_dist, np.float32)
+    root = np.asarray(res.root_value, np.float32)
+    pred = np.asarray(res.pred_value, np.float32)
+    if visit.shape != (b, a) or root.shape != (b,) or pred.shape != (b,):
+        raise ValueError(
+            f"policy.act returned visit_dist {visit.shape}, root_value {root.shape}, pred_value "
+            f"{pred.shape}; expected [{b}, {a}], [{b}], [{b}]"
+        )
+    return ActResult(action.astype(np.int64), visit, root, pred, res.metrics)
+
+
+class EpisodePlayer:
+    """Plays episodes on one vector env; keeps the envs' state between :meth:`play` calls.
+
+    ``record=False`` keeps only returns and lengths (evaluation), not trajectories.
+    """
+
+    def __init__(self, venv: VectorEnv, env_spec: EnvSpec, frame_stack: int, *, mode: str,
+                 record: bool) -> None:
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.num_actions = env_spec.num_actions
+        self.truncation_as_terminal = env_spec.truncation_as_terminal
+        self.mode = mode
+        self.record = record
+        self.window = FrameWindow(venv.num_envs, tuple(env_spec.obs_shape), frame_stack)
+        self._state: StepBatch | None = None  # the envs' current states (rows of the last batch)
+        self.timestep = np.zeros(venv.num_envs, np.int64)  # [E] step index within the episode
+        self._records: list[_EpisodeRecord | None] = [None] * venv.num_envs
+
+    def restart(self) -> None:
+        """Reset every env: each starts a fresh episode (running ones are dropped)."""
+        batch = self.venv.reset()
+        ids = np.arange(self.num_envs)
+        self._state = batch
+        self.timestep[:] = 0
+        self.window.reset(ids, batch.obs)
+        for i in ids:
+            self._start(i, batch)
+
+    def _start(self, i: int, batch: StepBatch) -> None:
+        if self.record:
+            self._records[i] = _EpisodeRecord(batch.obs[i].copy(), batch.legal[i].copy(), int(batch.to_play[i]))
+
+    def play(self, policy: ActingPolicy, quota: np.ndarray, *, temperature: float = 1.0,
+             epsilon: float = 0.0) -> PlayResult:
+        """Act until env i has finished ``quota[i]`` more episodes, for every i.
+
+        Calls ``policy.reset_envs(ids, mode)`` for the envs whose episode just ended.
+        """
+        if self._state is None:
+            self.restart()
+        quota = np.asarray(quota, np.int64)
+        done = np.zeros(self.num_envs, np.int64)
+        episodes: list[FinishedEpisode] = []
+        env_steps = 0
+        metric_sum: dict[str, float] = defaultdict(float)
+        metric_n: dict[str, int] = defaultdict(int)
+        while (done < quota).any():
+            state = self._state
+            assert state is not None
+            active = done < quota  # [E]
+            ids = np.flatnonzero(active)  # [B] sorted env ids that act this step
+            res = _check_act(
+                policy.act(self.window.stacked(ids), state.legal[ids], state.to_play[ids], mode=self.mode,
+                           env_ids=ids, temperature=temperature, epsilon=epsilon, timestep=self.timestep[ids]),
+                len(ids), self.num_actions,
+            )
+            for k, v in (res.metrics or {}).items():
+                metric_sum[k] += float(v)
+                metric_n[k] += 1
+            actions = np.zeros(self.num_envs, np.int64)
+            actions[ids] = res.action
+            batch = self.venv.step(actions, active=active)
+            env_steps += len(ids)
+            ended = (batch.terminated | batch.truncated) & active  # [E]
+            for row, i in enumerate(ids):
+                self._advance(i, row, res, batch, bool(ended[i]), episodes)
+            self.timestep[ids] += 1
+            ended_ids = np.flatnonzero(ended)
+            going = ids[~ended[ids]]
+            self.window.push(going, batch.obs[going])
+            self.window.reset(ended_ids, batch.obs[ended_ids])  # obs rows of ended envs: new episode
+            self.timestep[ended_ids] = 0
+            done += ended
+            self._state = batch
+            if len(ended_ids):
+                policy.reset_envs(ended_ids.tolist(), self.mode)
+        metrics = {k: metric_sum[k] / metric_n[k] for k in metric_sum}
+        return PlayResult(episodes, env_steps, metrics)
+
+    def _advance(self, i: int, row: int, res: ActResult, batch: StepBatch, ended: bool,
+                 episodes: list[FinishedEpisode]) -> None:
+        """Record env i's transition (policy row ``row``); on an episode end, emit it."""
+        rec = self._records[i]
+        if rec is not None:
+            to_play = _final_to_play(rec.to_play[-1]) if ended else int(batch.to_play[i])
+            # The final state's legal mask is unknown (the row already holds the next episode):
+            # all legal, which is harmless since no action is chosen there.
+            legal = np.ones(self.num_actions, bool) if ended else batch.legal[i].copy()
+            rec.add(int(res.action[row]), float(batch.reward[i]), res.visit_dist[row].copy(),
+                    float(res.root_value[row]), float(res.pred_value[row]),
+                    batch.final_obs[i].copy(), legal, to_play)
+        if not ended:
+            return
+        terminal = bool(batch.terminated[i]) or (bool(batch.truncated[i]) and self.truncation_as_terminal)
+        ret = float(batch.episode_return[i])
+        traj = rec.to_trajectory(int(i), terminal, ret) if rec is not None else None
+        episodes.append(FinishedEpisode(int(i), ret, int(batch.episode_length[i]), traj))
+        self._start(i, batch)
+
+    def close(self) -> None:
+        self.venv.close()
+
