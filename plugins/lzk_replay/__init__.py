@@ -1,1 +1,29 @@
-"""lzk_replay: first-party lzkernel plugin."""
+"""lzk_replay: the game-segment replay buffer of MuZero-family agents (first-party lzkernel plugin).
+
+Leaf package: imports numpy and the lzkernel public API only (no torch, no models). The policy
+hands the buffer callbacks: ``value_fn`` (target network values for n-step targets) and
+``reanalyze_fn`` (ReZero buffer reanalysis).
+
+Modules: :mod:`.segment` (cutting trajectories into padded segments), :mod:`.storage` (slot
+arrays), :mod:`.sampling` (uniform / prioritised draws, IS weights), :mod:`.targets` (``Batch``
+and n-step targets), :mod:`.reanalyze` (backward-view reanalysis), :mod:`.buffer` (``GameBuffer``),
+:mod:`.plugin` (the ``game`` buffer component).
+
+Decisions on the SPEC's [BUG?] items and LightZero quirks (details in each module):
+
+* trim misalignment (§2.5): fixed by construction: priorities live in the segments' slots and a
+  transition index is ``segment_id * L + pos``; trimmed indices are recognised, not remapped.
+* relative-index reward sign (§2.6): fixed: signs compare ``to_play`` at absolute indices.
+* zero-priority tails (§2.5): not copied; a segment is stored only with its full padding (or
+  once its episode ended), so every stored position has complete target data.
+* position redraws (§2.5, ``pos >= len - 1``): not copied; every stored transition can be a root.
+* mask: 1 where t + k is a real transition (padding included), including k = K.
+* truncated, non-terminal ends bootstrap from the final observation.
+* reanalysis (§3.1): covers every stored transition (whole segments as chunks), no gaps.
+"""
+from lzk_replay.buffer import GameBuffer
+from lzk_replay.reanalyze import ReanalyzeFn
+from lzk_replay.segment import GameSegment, SegmentCutter, stacked_shape
+from lzk_replay.targets import Batch, ValueFn
+
+__all__ = ["Batch", "GameBuffer", "GameSegment", "ReanalyzeFn", "SegmentCutter", "ValueFn", "stacked_shape"]

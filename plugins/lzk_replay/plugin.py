@@ -1,1 +1,52 @@
 """Entry point of the lzk_replay plugin: registers its components with lzkernel."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lzkernel import Component, hookimpl, option
+
+
+@dataclass
+class GameBufferConfig:
+    """Options of the ``game`` replay buffer (K, n, γ, frame stack and shapes come from the
+    algorithm and env through the factory's keyword arguments)."""
+
+    capacity: int = option(1_000_000, doc="Stored transitions at most (hard limit; oldest whole segments are dropped).", min=1)
+    segment_length: int = option(50, doc="Game segment length L in transitions.", min=1)
+    use_priority: bool = option(False, doc="Prioritised sampling (p^alpha + 1e-6) with IS weights; uniform when false.")
+    priority_alpha: float = option(0.6, doc="Priority exponent alpha.", min=0.0)
+    priority_beta: float = option(0.4, doc="IS-weight exponent beta: w = (N*P)^-beta / max.", min=0.0)
+    use_max_priority_for_new_data: bool = option(
+        True, doc="New transitions get the maximum stored priority; when false, |pred_value - root_value| + 1e-6.")
+    reanalyze_max_roots: int = option(
+        0, doc="ReZero buffer reanalysis: roots per call at most, whole segments round-robin (0: the whole buffer).", min=0)
+    reanalyze_batch_size: int = option(
+        4096, doc="ReZero buffer reanalysis: roots per reanalyze_fn call at most (0: one call per backward group).", min=0)
+
+    def validate(self) -> list[tuple[str, str]]:
+        if self.capacity < self.segment_length:
+            return [("capacity", f"must hold at least one segment ({self.segment_length} transitions)")]
+        return []
+
+
+def make_game_buffer(cfg: GameBufferConfig, run: Any, *, unroll_steps: int, td_steps: int, discount: float,
+                     frame_stack: int, obs_shape: tuple[int, ...], num_actions: int) -> Any:
+    """Build a :class:`~lzk_replay.buffer.GameBuffer` for the algorithm's K, n, γ and the env's shapes."""
+    from lzk_replay.buffer import GameBuffer
+
+    return GameBuffer(
+        capacity=cfg.capacity, segment_length=cfg.segment_length, unroll_steps=unroll_steps,
+        td_steps=td_steps, discount=discount, frame_stack=frame_stack, obs_shape=tuple(obs_shape),
+        num_actions=num_actions, use_priority=cfg.use_priority, priority_alpha=cfg.priority_alpha,
+        priority_beta=cfg.priority_beta, use_max_priority_for_new_data=cfg.use_max_priority_for_new_data,
+        reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size,
+    )
+
+
+@hookimpl
+def lzkernel_register_buffers() -> list[Component]:
+    return [Component(
+        "game", factory=make_game_buffer, config=GameBufferConfig,
+        doc="Game-segment replay buffer (MuZero/ReZero): n-step targets, optional PER, ReZero buffer reanalysis.",
+    )]

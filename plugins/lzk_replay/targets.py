@@ -1,0 +1,106 @@
+"""Learner batches: inputs and n-step targets built by vectorised gathers on the slot arrays.
+
+For a sampled root (segment slot, position t) and unroll offset k = 0..K, write c = t + k and
+D = the segment's stored transitions (padding included). Conventions:
+
+* ``mask[k] = 1`` iff ``c < D``: step c is a real transition (action a_c exists, so o_{c+1} is a
+  real observation for the SSL target). Unlike LightZero (``[1]*min(#actions, L - t)``, last entry
+  always 0) padding steps count, being real successor data, and ``mask[K]`` can be 1.
+* Beyond the final observation (c > D) frames past it repeat the final frame (LightZero's
+  ``padding=True``), ``to_play`` repeats the final observation's, ``legal`` is all True (the
+  padding actions are uniform over all A), and the reward / policy / value targets are 0.
+* Value target at c <= D: with m = min(n, D - c) reward steps,
+  ``z = sum_{i<m} gamma^i * sign_i * r_{c+i} + gamma^m * sign_m * v(o_{c+m})``; the bootstrap is
+  dropped when c + m == D and the episode terminated there. A truncated, non-terminal end
+  bootstraps from its final observation (at c == D the target is v(o_D) itself).
+  For terminal ends this equals LightZero's formula with ``n_eff = clip(n, 1, D - t)`` (whenever
+  that formula bootstraps, m == n; whenever it does not, it sums exactly the rewards up to D).
+* Signs (two-player games): ``sign_j = +1`` if ``to_play[c+j] == to_play[c]`` else -1, on the
+  absolute index c + j (fixes the SPEC §2.6 relative-index [BUG?]). With alternating players the
+  bootstrap sign is (-1)^m; single-player envs (to_play = -1 everywhere) get +1 throughout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from lzk_replay.storage import SegmentStore
+
+ValueFn = Callable[[np.ndarray], np.ndarray]  # obs [M, *O'] float32 -> values [M] float32
+
+
+@dataclass
+class Batch:
+    """What the learner consumes (B samples, K unroll steps, A actions, O' stacked obs shape)."""
+
+    obs: np.ndarray  # [B, K+1, *O'] float32: stacked obs at t..t+K (0: root input, >=1: SSL targets)
+    actions: np.ndarray  # [B, K] int64: a_t..a_{t+K-1}, uniformly random past the data
+    mask: np.ndarray  # [B, K+1] float32: 1 where t+k is a real transition
+    target_reward: np.ndarray  # [B, K] float32: r_{t+k}, 0 past the data
+    target_value: np.ndarray  # [B, K+1] float32: n-step value targets
+    target_policy: np.ndarray  # [B, K+1, A] float32: stored visit distributions, 0 past the data
+    weights: np.ndarray  # [B] float32: importance-sampling weights (ones when uniform)
+    indices: np.ndarray  # [B] int64: transition indices for ``GameBuffer.update_priorities``
+    to_play: np.ndarray  # [B, K+1] int64
+    legal: np.ndarray  # [B, K+1, A] bool
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+
+def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll_steps: int,
+                td_steps: int, discount: float, rng: np.random.Generator, value_fn: ValueFn,
+                weights: np.ndarray, indices: np.ndarray) -> Batch:
+    """The batch for roots ``(slots [B], t [B])``; ``value_fn`` is called once (if any bootstrap)."""
+    K, B = unroll_steps, slots.shape[0]
+    c = t[:, None] + np.arange(K + 1)  # [B, K+1]
+    s2 = np.broadcast_to(slots[:, None], c.shape)
+    D = store.n_data[s2]  # [B, K+1]
+    real = c < D
+    c_obs = np.minimum(c, D)  # past the final observation: repeat it
+    c_step = np.minimum(c, store.W - 1)  # a safe per-step index (masked where not real)
+    random_actions = rng.integers(0, store.A, size=(B, K), dtype=np.int64)
+    return Batch(
+        obs=store.stacked_obs(s2, c),
+        actions=np.where(real[:, :K], store.actions[s2[:, :K], c_step[:, :K]], random_actions),
+        mask=real.astype(np.float32),
+        target_reward=np.where(real[:, :K], store.rewards[s2[:, :K], c_step[:, :K]], 0.0).astype(np.float32),
+        target_value=n_step_values(store, s2, c, value_fn, td_steps, discount),
+        target_policy=np.where(real[..., None], store.visit_dist[s2, c_step], 0.0).astype(np.float32),
+        weights=np.asarray(weights, dtype=np.float32),
+        indices=np.asarray(indices, dtype=np.int64),
+        to_play=store.to_play[s2, c_obs],
+        legal=store.legal[s2, c_obs] | (c > D)[..., None],
+    )
+
+
+def n_step_values(store: SegmentStore, s2: np.ndarray, c: np.ndarray, value_fn: ValueFn,
+                  td_steps: int, discount: float) -> np.ndarray:
+    """Value targets [B, K+1] float32 at steps ``c`` of slots ``s2`` (both [B, K+1]); see the
+    module docstring. ``value_fn`` gets every needed bootstrap observation in one call."""
+    n = td_steps
+    D = store.n_data[s2]
+    alive = c <= D  # c is an observation of the stored data
+    m = np.clip(D - c, 0, n)  # reward steps before the bootstrap
+    i = np.arange(n)
+    ci = c[..., None] + i  # [B, K+1, n]
+    use = i < m[..., None]  # (implies ci < D <= W)
+    s3 = s2[..., None]
+    me = store.to_play[s2, np.minimum(c, D)]  # the player to move at the root c
+    sign_r = np.where(store.to_play[s3, np.minimum(ci, D[..., None])] == me[..., None], 1.0, -1.0)
+    r = store.rewards[s3, np.minimum(ci, store.W - 1)]
+    value = np.sum(np.where(use, r * sign_r * discount ** i, 0.0), axis=-1)  # float64
+
+    b = c + m  # bootstrap step (<= D where alive)
+    boot = alive & ~(store.terminal[s2] & (b == D))
+    if boot.any():
+        sb, bb = s2[boot], b[boot]
+        v = np.asarray(value_fn(store.stacked_obs(sb, bb)), dtype=np.float64).reshape(-1)
+        if v.shape[0] != sb.shape[0]:
+            raise ValueError(f"value_fn returned {v.shape[0]} values for {sb.shape[0]} observations")
+        sign_b = np.where(store.to_play[sb, bb] == me[boot], 1.0, -1.0)
+        value[boot] += discount ** m[boot] * sign_b * v
+    value[~alive] = 0.0
+    return value.astype(np.float32)
