@@ -1,1 +1,73 @@
-"""lzk_mcts: first-party lzkernel plugin."""
+"""lzk_mcts: batched MuZero-style MCTS over arrays (MuZero, ReZero reuse), with a numba core.
+
+A library other plugins import; it registers no components. Modules: ``config`` (SearchConfig,
+SearchResult), ``tree`` (the Tree arrays and the numba kernels), ``driver`` (``search``),
+``action`` (``select_action``, pure numpy).
+
+```python
+search(recurrent_fn, root_logits [B, A] float32, legal [B, A] bool, to_play [B] int64,
+       config: SearchConfig, rng: np.random.Generator, *, add_noise: bool, deterministic: bool,
+       true_action: [B] int64 | None = None, reuse_value: [B] float32 | None = None,
+       keep_tree: bool = False) -> SearchResult
+recurrent_fn(batch_idx [B'] int64, parent_node [B'] int64, action [B'] int64, new_node: int)
+    -> (reward [B'] float32, value [B'] float32, logits [B', A] float32)
+select_action(visit_counts [B, A], legal [B, A], temperature: float, rng, deterministic: bool)
+    -> (actions [B] int64, probs [B, A] float32)
+```
+
+* ``recurrent_fn`` is called once per simulation with only the trees that need inference
+  (never with B' = 0); node 0 is the root and simulation s creates node s + 1, so a model
+  adapter keeps latents as ``store[node, b]``. Below the root all A actions are legal.
+* ``SearchResult.visit_counts`` [B, A] int32 (rows sum to S, 0 on illegal actions),
+  ``root_value`` [B] float32 (Σ backed-up values / (S + 1), from the root player's view),
+  ``stats``: "search/inferences_per_sim" (mean trees inferred per simulation),
+  "search/max_depth", "search/tree_ms", "search/model_ms"; ``tree`` when ``keep_tree``.
+* ``true_action[b]`` >= 0 turns on ReZero backward-view reuse for root b (SPEC §3.2); -1 (any
+  negative) means none.
+
+Decisions where we differ from LightZero (SPEC §2.3/§3.2 [BUG?] items):
+
+* the model runs once per simulation (LightZero's driver runs it twice and drops one result);
+* ties (scores >= max − 1e-6) are broken by a per-tree splitmix64 stream seeded from ``rng``,
+  not a wall-clock ``rand()``: searches are reproducible; ``deterministic`` (first candidate)
+  is honoured by every search, reuse included (LightZero's reuse search is always random), so
+  eval can pass ``deterministic=True``;
+* single/two-player is decided per root from its ``to_play`` (LightZero: from the batch max);
+* kept on purpose: the root's +1 preparation visit and the Σ/(S + 1) root value, the 0.01
+  min-max span floor, the unsigned mean_q used for unvisited children in two-player mode;
+* tree arithmetic is float64 (LightZero: float32), so scores can be checked exactly.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .action import select_action
+    from .config import SearchConfig, SearchResult
+    from .driver import RecurrentFn, search
+    from .tree import Tree
+
+# Lazy exports (PEP 562): ``lzkernel plugins`` imports ``lzk_mcts.plugin``, hence this package,
+# and numba costs about a second to import; it is loaded on first use of ``search``/``Tree``.
+_EXPORTS = {
+    "RecurrentFn": ".driver",
+    "SearchConfig": ".config",
+    "SearchResult": ".config",
+    "Tree": ".tree",
+    "search": ".driver",
+    "select_action": ".action",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

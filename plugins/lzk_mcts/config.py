@@ -1,0 +1,56 @@
+"""Search hyper-parameters and the search result container."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Hyper-parameters of one batched MuZero search (SPEC §2.3 names in brackets).
+
+    Policies build one from their own config sections; this is a plain dataclass, not a
+    kernel config schema, because ``lzk_mcts`` registers no components.
+    """
+
+    num_simulations: int = 25  # S: simulations per root; the tree holds N = S + 1 nodes
+    discount: float = 0.997  # γ used in Q = r + γ·v and in backup
+    pb_c_base: float = 19652.0  # c2 of the pUCT exploration term
+    pb_c_init: float = 1.25  # c1 of the pUCT exploration term
+    dirichlet_alpha: float = 0.3  # α of the root Dirichlet noise [root_dirichlet_alpha]
+    noise_fraction: float = 0.25  # f in p ← (1 − f)·p + f·η [root_noise_weight]
+    value_delta_max: float = 0.01  # floor on the min-max span used by normalisation
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.num_simulations < 1:
+            problems.append("num_simulations must be >= 1")
+        if not 0.0 <= self.discount <= 1.0:
+            problems.append("discount must be in [0, 1]")
+        if self.pb_c_base <= 0.0:
+            problems.append("pb_c_base must be > 0")
+        if self.dirichlet_alpha <= 0.0:
+            problems.append("dirichlet_alpha must be > 0")
+        if not 0.0 <= self.noise_fraction <= 1.0:
+            problems.append("noise_fraction must be in [0, 1]")
+        if self.value_delta_max < 0.0:
+            problems.append("value_delta_max must be >= 0")
+        if problems:
+            raise ValueError("invalid SearchConfig: " + "; ".join(problems))
+
+
+@dataclass
+class SearchResult:
+    """What a batched search returns, one row per root.
+
+    ``visit_counts[b]`` sums to S (the root's own preparation visit is not a child visit) and is
+    zero on illegal actions. ``root_value[b]`` is value_sum / (S + 1) as LightZero reports it,
+    from the point of view of the player to move at the root. ``tree`` is only set when the
+    search was asked to keep it (inspection, tests).
+    """
+
+    visit_counts: np.ndarray  # [B, A] int32
+    root_value: np.ndarray  # [B] float32
+    stats: dict[str, float] = field(default_factory=dict)
+    tree: object | None = None  # lzk_mcts.tree.Tree when keep_tree=True

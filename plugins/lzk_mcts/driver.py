@@ -1,0 +1,131 @@
+"""The search driver: prepares the roots, then runs S simulations of
+select (numba) → one batched model call → expand and back up (numba)."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import tree as K
+from .config import SearchConfig, SearchResult
+
+#: recurrent_fn(batch_idx [B'] int64, parent_node [B'] int64, action [B'] int64, new_node: int)
+#:   -> (reward [B'] float32, value [B'] float32, logits [B', A] float32).
+#: The index arrays are views of the search's workspace, valid only during the call.
+RecurrentFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+_INIT_ERRORS = {
+    K.INIT_NO_LEGAL: "every root needs at least one legal action",
+    K.INIT_BAD_TO_PLAY: "to_play must be -1 (single player) or 1/2 (two players)",
+    K.INIT_BAD_TRUE_ACTION: "true_action must be -1 (no reuse) or a legal action of its root",
+}
+
+
+def search(
+    recurrent_fn: RecurrentFn,
+    root_logits: np.ndarray,
+    legal: np.ndarray,
+    to_play: np.ndarray,
+    config: SearchConfig,
+    rng: np.random.Generator,
+    *,
+    add_noise: bool,
+    deterministic: bool,
+    true_action: np.ndarray | None = None,
+    reuse_value: np.ndarray | None = None,
+    keep_tree: bool = False,
+) -> SearchResult:
+    """Run ``config.num_simulations`` MuZero simulations on B roots at once.
+
+    Args:
+        recurrent_fn: the model, called once per simulation with the B' <= B trees that need
+            inference (never with B' = 0); ``new_node`` = s + 1 at simulation s is the node the
+            outputs become, so an adapter can keep latents as ``store[new_node, b]``.
+        root_logits: [B, A] policy logits at the roots (prior = softmax over legal actions).
+        legal: [B, A] bool legal actions at the roots (below the root all A are legal).
+        to_play: [B] int64, -1 for single-player roots, else the player to move (1 or 2);
+            decided per row (LightZero decides for the whole batch from max(to_play)).
+        config: hyper-parameters.
+        rng: source of the Dirichlet noise and of the tie-breaking seeds (reproducible).
+        add_noise: mix Dirichlet(α) noise over the legal actions into the root priors.
+        deterministic: break score ties by the first action instead of at random.
+        true_action: [B] int64 ReZero true action per root, -1 = no reuse for that root.
+        reuse_value: [B] float32 value v_{t+1} reused through the true-action child.
+        keep_tree: attach the ``Tree`` arrays to the result (inspection, tests).
+
+    Returns:
+        SearchResult with visit_counts [B, A] int32 (rows sum to S), root_value [B] float32
+        (Σ backed-up values / (S + 1)) and stats ``search/*``.
+    """
+    t_start = time.perf_counter()
+    root_logits = np.ascontiguousarray(root_logits, dtype=np.float32)
+    B, A = root_logits.shape
+    legal = np.ascontiguousarray(legal, dtype=np.bool_)
+    to_play = np.ascontiguousarray(to_play, dtype=np.int64)
+    if legal.shape != (B, A) or to_play.shape != (B,):
+        raise ValueError(f"legal must be [B, A] = {(B, A)} and to_play [B]; got {legal.shape} and {to_play.shape}")
+    if (true_action is None) != (reuse_value is None):
+        raise ValueError("true_action and reuse_value go together")
+    S = config.num_simulations
+
+    t = K.Tree.allocate(B, S + 1, A)
+    t.params[:] = (config.discount, config.pb_c_base, config.pb_c_init, config.value_delta_max)
+    if true_action is None:
+        true_action = np.full(B, -1, np.int64)
+        t.reuse_value[:] = 0.0
+    else:
+        true_action = np.ascontiguousarray(true_action, dtype=np.int64).reshape(B)
+        t.reuse_value[:] = np.reshape(reuse_value, B)
+    noise_fraction = config.noise_fraction if add_noise else 0.0
+    # Dir(α) over the legal actions = Gamma(α, 1) draws renormalised over them (in init_roots).
+    gamma = rng.standard_gamma(config.dirichlet_alpha, size=(B, A)) if noise_fraction > 0.0 else np.zeros((B, A))
+    code = K.init_roots(t.children, t.prior, t.root_legal, t.visit, t.value_sum, t.reward, t.to_play, t.minmax,
+                        t.true_action, root_logits, legal, gamma, noise_fraction, to_play, true_action)
+    if code != K.INIT_OK:
+        raise ValueError(_INIT_ERRORS[code])
+    # One splitmix64 stream per tree, seeded from rng (rng untouched when deterministic).
+    rng_state = np.zeros(B, np.uint64) if deterministic else rng.bit_generator.random_raw(B)
+
+    # Workspace shared by all simulations: no per-simulation allocation in the driver.
+    path = np.empty((B, S + 2), np.int32)  # a path holds at most S + 1 existing nodes + the new one
+    leaf = np.empty((4, B), np.int64)  # kind, inference slot, to_play at the leaf, path length
+    infer = np.empty((3, B), np.int64)  # batch index, parent node, action of the trees to infer
+    max_depth = np.zeros(1, np.int64)
+    batch_idx, parent_node, action = infer[0], infer[1], infer[2]
+    no_outputs = np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros((0, A), np.float32)
+
+    model_s = 0.0
+    inferences = 0
+    # The arguments both kernels share, in their order (built once: cheaper calls in the loop).
+    state = (t.children, t.prior, t.root_legal, t.visit, t.value_sum, t.reward, t.to_play, t.minmax, t.params,
+             t.true_action, t.reuse_value, deterministic, rng_state, path, leaf, infer, max_depth)
+    n = K.select_leaves(*state)
+    for s in range(S):
+        if n > 0:
+            t0 = time.perf_counter()
+            reward, value, logits = recurrent_fn(batch_idx[:n], parent_node[:n], action[:n], s + 1)
+            model_s += time.perf_counter() - t0
+            inferences += n
+            reward = np.ascontiguousarray(reward, dtype=np.float32)
+            value = np.ascontiguousarray(value, dtype=np.float32)
+            logits = np.ascontiguousarray(logits, dtype=np.float32)
+            if reward.shape != (n,) or value.shape != (n,) or logits.shape != (n, A):
+                raise ValueError(f"recurrent_fn must return reward [{n}], value [{n}], logits [{n}, {A}]; got "
+                                 f"{reward.shape}, {value.shape}, {logits.shape}")
+        else:  # every tree re-visited its reused child: no inference this simulation
+            reward, value, logits = no_outputs
+        n = K.backup_and_select(s + 1, reward, value, logits, s + 1 < S, *state)
+
+    visit_counts = np.empty((B, A), np.int32)
+    root_value = np.empty(B, np.float32)
+    K.read_roots(t.children, t.visit, t.value_sum, visit_counts, root_value)
+    total_s = time.perf_counter() - t_start
+    stats = {
+        "search/inferences_per_sim": inferences / S,
+        "search/max_depth": float(max_depth[0]),
+        "search/tree_ms": (total_s - model_s) * 1e3,
+        "search/model_ms": model_s * 1e3,
+    }
+    return SearchResult(visit_counts, root_value, stats, t if keep_tree else None)
