@@ -101,7 +101,8 @@ class Kernel:
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
-            raise PluginError(f"plugin '{exc.plugin_name}' implements an unknown hook: {exc}") from exc
+            name = self.pm.get_name(exc.plugin) or repr(exc.plugin)
+            raise PluginError(f"plugin '{name}' implements an unknown hook: {exc}") from exc
 
     # -- loading -----------------------------------------------------------------------------
 

@@ -216,6 +216,11 @@ class RunContext:
         store = CheckpointStore(run_dir / "ckpt")
         if self.resume == "auto":
             path = store.latest()
+            if path is None and store.complete_steps():
+                raise ConfigError(
+                    f"--resume auto: no checkpoint in {run_dir / 'ckpt'} passes its integrity check (see the "
+                    "warnings above); move them away or choose another directory (run.out_dir=...)"
+                )
             if path is None:
                 log.info("--resume auto: no checkpoint in %s, starting fresh", run_dir / "ckpt")
             return path

@@ -1,0 +1,103 @@
+"""The command line: --version, torch-free `config`/`plugins`, and start-up errors (exit 2)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import lzkernel
+from lzkernel.cli import main
+
+from ._util import HEAVY_MODULES, assert_config_error, assert_no_traceback, clean_env, demo_config, lzk
+
+
+def test_version_prints_version_and_registered_plugins(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
+    proc = lzk(["--version"], clean_env(plugin_site.demo), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"lzkernel {lzkernel.__version__}" == "lzkernel 0.1.0"
+    registered = next(line for line in lines if line.startswith("registered plugins: "))
+    assert "lzkernel-demo-0.3.1" in registered and "lzkernel-0.1.0" in registered
+    names = next(line for line in lines if line.startswith("plugins: "))[len("plugins: "):].split(", ")
+    assert "demo" in names and "jsonl" in names and names == sorted(names)
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: lzkernel" in capsys.readouterr().out
+
+
+# A fresh interpreter runs lzkernel.cli.main(ARGV) and reports which heavy modules got imported.
+_PROBE = """
+import json, sys
+stage = {}
+import lzkernel
+stage["import lzkernel"] = {m: m in sys.modules for m in HEAVY}
+if ARGV:
+    from lzkernel.cli import main
+    rc = main(ARGV)
+    stage["main"] = {m: m in sys.modules for m in HEAVY}
+else:
+    rc = 0
+print("PROBE " + json.dumps({"rc": rc, "stage": stage}))
+"""
+
+
+def _probe(argv: list[str], env: dict[str, str], cwd: Path) -> dict:
+    code = _PROBE.replace("HEAVY", repr(HEAVY_MODULES)).replace("ARGV", repr(argv))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("PROBE "))
+    return json.loads(line[len("PROBE "):])
+
+
+@pytest.mark.parametrize("command", ["import-only", "config", "config-explain", "plugins", "plugins-json"])
+def test_config_and_plugins_do_not_import_torch(command: str, plugin_site: SimpleNamespace, tmp_path: Path) -> None:
+    cfg = str(demo_config(tmp_path / "demo.yaml", tmp_path / "out"))
+    argv = {"import-only": [], "config": ["config", cfg], "config-explain": ["config", cfg, "--explain"],
+            "plugins": ["plugins"], "plugins-json": ["plugins", "--json"]}[command]
+    result = _probe(argv, clean_env(plugin_site.demo), tmp_path)
+    assert result["rc"] == 0
+    for stage, loaded in result["stage"].items():
+        assert loaded == {m: False for m in HEAVY_MODULES}, f"after {stage}: {loaded}"
+
+
+def test_resume_from_a_missing_path_exits_2(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cfg = demo_config(tmp_path / "demo.yaml", out)
+    proc = lzk(["run", cfg, "--resume", tmp_path / "no" / "such" / "step_000000000005"],
+               clean_env(plugin_site.demo), cwd=tmp_path)
+    assert_config_error(proc, "--resume", "no such checkpoint")
+    assert not out.exists()  # never a silent fresh start
+
+
+def test_resume_from_an_incomplete_checkpoint_exits_2(demo_path: SimpleNamespace, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    cfg = demo_config(tmp_path / "demo.yaml", out)
+    fake = tmp_path / "ckpt" / "step_000000000005"
+    fake.mkdir(parents=True)
+    (fake / "state.pt").write_bytes(b"not a checkpoint")
+    assert main(["run", str(cfg), "--resume", str(fake)]) == 2
+    err = capsys.readouterr().err
+    assert "incomplete (no DONE marker)" in err and err.startswith("lzkernel: error: --resume")
+    assert not out.exists()
+
+
+def test_unknown_option_is_an_argparse_error(tmp_path: Path) -> None:
+    proc = lzk(["run"], clean_env(), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert_no_traceback(proc)
+    assert "the following arguments are required: config" in proc.stderr
+
+
+def test_broken_hook_plugin_in_the_cli_is_exit_2(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
+    """A -p module implementing a hook that does not exist: exit 2 naming it, not a traceback."""
+    (tmp_path / "bad_hooks.py").write_text(
+        "from lzkernel import hookimpl\n\n@hookimpl\ndef lzkernel_no_such_hook():\n    pass\n")
+    proc = lzk(["plugins", "-p", "bad_hooks"], clean_env(tmp_path), cwd=tmp_path)
+    assert_config_error(proc, "plugin 'bad_hooks' implements an unknown hook", "lzkernel_no_such_hook")
