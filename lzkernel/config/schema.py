@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -169,12 +170,13 @@ def _coerce(value: Any, tp: Any, key: str, problems: _Problems) -> Any:
     return value
 
 
+_YAML11_EXPONENT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
 def _looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return text.strip().lower() not in ("nan", "inf", "-inf", "+inf", "infinity")
+    """True for the numbers PyYAML (YAML 1.1) leaves as strings: ``3e-4``, ``1e5``. A quoted
+    ``"50"`` is a string the user wrote on purpose and is rejected where a number is expected."""
+    return bool(_YAML11_EXPONENT.match(text.strip()))
 
 
 def _check_range(value: Any, meta: typing.Mapping[str, Any], key: str, problems: _Problems) -> None:
