@@ -52,10 +52,13 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
-    """Apply ``a.b=v`` (set an existing key), ``+a.b=v`` (add a key), ``~a.b`` (delete a key).
+    """Apply ``a.b=v`` (set a key), ``+a.b=v`` (add a key that must not exist yet), ``~a.b``
+    (delete a key that must exist).
 
-    Values are parsed with ``yaml.safe_load`` (``[1, 2]``, ``null``, ``true`` work). Returns the
-    new tree and the dotted keys that came from overrides (for error messages).
+    ``a.b=v`` may set a key the file leaves at its default: whether ``a.b`` exists at all is the
+    schema's call, so a misspelt key fails validation with a did-you-mean that says it came from
+    an override. Values are parsed with ``yaml.safe_load`` (``[1, 2]``, ``null``, ``true`` work).
+    Returns the new tree and the dotted keys that came from overrides (for error messages).
     """
     tree = copy.deepcopy(tree)
     touched: set[str] = set()
@@ -79,7 +82,7 @@ def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
                 ok = False
                 break
             if part not in node:
-                if op == "+":
+                if op != "~":
                     node[part] = {}
                 else:
                     problems.append(f"override '{item}': no key '{'.'.join(path)}'{suggest(part, node)}")
@@ -96,11 +99,6 @@ def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
                 problems.append(f"override '{item}': no key '{key}' to delete{suggest(leaf, node)}")
             else:
                 del node[leaf]
-            continue
-        if op == "" and leaf not in node:
-            problems.append(
-                f"override '{item}': no key '{key}'{suggest(leaf, node)}; use +{key}=... to add a new key"
-            )
             continue
         if op == "+" and leaf in node:
             problems.append(f"override '{item}': key '{key}' already exists; drop the '+' to change it")
