@@ -1,1 +1,31 @@
-"""lzk_muzero: first-party lzkernel plugin."""
+"""lzk_muzero: the MuZero policy plugin (models, search adapter, learner).
+
+Modules (importing this package does not import torch; the submodules below do):
+
+* ``config``     ``MuZeroPolicyConfig`` / ``MuZeroModelConfig`` (schema of the ``policy`` section)
+* ``support``    scalar transform h / h⁻¹ and the categorical support (two-hot φ, decoding)
+* ``blocks``, ``model_mlp``, ``model_conv``, ``models``   the networks and ``build_model``
+* ``inference``  BN-folded eval snapshots and the ``recurrent_fn`` adapter for ``lzk_mcts.search``
+* ``loss``, ``learner``   the MuZero loss and optimizer step, target network
+* ``policy``     ``MuZeroPolicy``: act (collect/eval), value_fn, reanalyze_fn, learn, state_dict
+* ``plugin``     registers the ``muzero`` policy component
+
+Decisions where LightZero (SPEC §2) leaves room or looks wrong:
+
+* SSL mask: recurrent step k's consistency term is weighted by ``mask[:, k]``, which lzk_replay
+  sets to 1 when transition t+k is real, i.e. when o_{t+k+1} (the SSL target) is a real
+  observation. This is LightZero's indexing; lzk_replay counts padding transitions as real.
+* SSL targets come from the online network in train mode without gradient (as LightZero), so
+  BatchNorm uses batch statistics there and its running statistics see the target batches too.
+* 1/K gradient scaling seeds ``backward`` with 1/K (identical to LightZero's hook on the loss);
+  multi-rank gradients are averaged before clipping (LightZero's order).
+* The LR schedule is a pure function of the learner step count, which is checkpointed; there is
+  no separate scheduler state.
+* Eval breaks search ties deterministically (LightZero's MuZero eval breaks them at random).
+* Acting and replay callbacks use BN-folded eval snapshots rebuilt when weights change, never
+  the live (train-mode) model.
+* ``learn_dtype`` defaults to float32: on the development machine (AVX2, no AVX-512/AMX visible)
+  a bfloat16 autocast step was ~15× slower than float32.
+* A non-finite loss or gradient norm raises by default (``on_nonfinite: skip`` drops the batch
+  and restores the BN statistics instead).
+"""

@@ -1,0 +1,136 @@
+"""Search speed: the CartPole MuZero MLP (latent 128, 601-atom supports, obs dim 4, A = 2)
+searched by ``lzk_mcts`` through ``lzk_muzero``'s inference adapter, against LightZero.
+
+For each case (B roots × S simulations) it times one collect-mode search as a policy runs it:
+root inference, root noise, S simulations (one batched model call each), root statistics; the
+figure is the median over ``--repeats`` searches after ``--warmup`` ones. ``network share`` is
+the time inside the model calls (root and recurrent inference, including the decoding of
+reward/value to scalars) over the whole search. LightZero's figures (13 / 26 / 45 ms) were
+measured on the same 2-core machine; the goal is half of them with a network share >= 75%.
+
+    python benchmarks/mcts.py            # table
+    python benchmarks/mcts.py --json     # [{"batch", "simulations", "ms_per_search", "network_share",
+                                         #   "lightzero_ms", "goal_ms", ...}, ...]
+    python benchmarks/mcts.py --learn    # also: learner step at batch 256, float32 vs bfloat16
+
+Threads: searches run with one torch thread (``policy.search_threads: 1``, the default): the
+matmuls are [B, 128]-sized, and on two shared cores a second OpenMP thread made searches 2-10×
+slower in our measurements. ``--threads`` overrides it for experiments.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from lzk_muzero.config import MuZeroPolicyConfig
+from lzk_muzero.policy import MuZeroPolicy
+
+#: (batch, simulations, LightZero's ms per search on this machine)
+CASES = [(8, 25, 13.0), (8, 50, 26.0), (64, 50, 45.0)]
+
+
+def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32") -> MuZeroPolicy:
+    torch.manual_seed(0)
+    cfg = MuZeroPolicyConfig(num_simulations=num_simulations, search_threads=threads, learn_dtype=learn_dtype)
+    policy = MuZeroPolicy(cfg, (4,), 2, seed=0)
+    # Perturb the zero-initialised layers so the tree sees non-uniform priors and values.
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    policy.mark_weights_changed()
+    return policy
+
+
+def bench_search(batch: int, sims: int, threads: int, warmup: int, repeats: int) -> dict[str, float]:
+    policy = _policy(sims, threads)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(scale=[1.0, 1.0, 0.1, 1.0], size=(batch, 4)).astype(np.float32)  # CartPole-like
+    legal = np.ones((batch, 2), bool)
+    to_play = np.full(batch, -1, np.int64)
+    env_ids = np.arange(batch)
+    ms, share, tree = [], [], []
+    for i in range(warmup + repeats):
+        # A collect step: its search/* metrics time root inference + search (not action selection).
+        metrics = policy.act(obs, legal, to_play, mode="collect", env_ids=env_ids, temperature=0.25).metrics
+        if i >= warmup:
+            ms.append(metrics["search/ms"])
+            share.append(metrics["search/network_share"])
+            tree.append(metrics.get("search/tree_ms", float("nan")))
+    return {
+        "ms_per_search": statistics.median(ms),
+        "network_share": statistics.median(share),
+        "tree_ms": statistics.median(tree),
+        "min_ms": min(ms),
+    }
+
+
+def _learn_batch(b: int, k: int, seed: int = 0) -> SimpleNamespace:
+    rng = np.random.default_rng(seed)
+    policy = rng.random((b, k + 1, 2)).astype(np.float32)
+    return SimpleNamespace(
+        obs=rng.normal(size=(b, k + 1, 4)).astype(np.float32), actions=rng.integers(0, 2, (b, k)),
+        mask=np.ones((b, k + 1), np.float32), target_reward=np.ones((b, k), np.float32),
+        target_value=rng.uniform(0, 60, (b, k + 1)).astype(np.float32),
+        target_policy=policy / policy.sum(-1, keepdims=True), weights=np.ones(b, np.float32),
+    )
+
+
+def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str, float]:
+    torch.set_num_threads(threads)
+    policy = _policy(25, threads, learn_dtype=dtype)
+    batches = [_learn_batch(256, 5, seed) for seed in range(4)]
+    ms, loss = [], []
+    for i in range(warmup + repeats):
+        t0 = time.perf_counter()
+        metrics, _ = policy.learn(batches[i % len(batches)])
+        if i >= warmup:
+            ms.append((time.perf_counter() - t0) * 1e3)
+        loss.append(metrics["train/loss_total"])
+    return {"ms_per_step": statistics.median(ms), "min_ms": min(ms), "final_loss": loss[-1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads during search (default 1)")
+    parser.add_argument("--learn", action="store_true", help="also time learner steps at batch 256")
+    parser.add_argument("--learn-threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+
+    rows = []
+    for batch, sims, lz in CASES:
+        r = bench_search(batch, sims, args.threads, args.warmup, args.repeats)
+        rows.append({"batch": batch, "simulations": sims, "ms_per_search": round(r["ms_per_search"], 3),
+                     "network_share": round(r["network_share"], 4), "lightzero_ms": lz, "goal_ms": lz / 2,
+                     "min_ms": round(r["min_ms"], 3), "tree_ms": round(r["tree_ms"], 3), "threads": args.threads})
+    learn_rows = []
+    if args.learn:
+        for dtype in ("float32", "bfloat16"):
+            r = bench_learn(dtype, args.learn_threads, warmup=3, repeats=max(5, args.repeats // 3))
+            learn_rows.append({"learn_dtype": dtype, "batch": 256, "unroll_steps": 5, "threads": args.learn_threads,
+                               "ms_per_step": round(r["ms_per_step"], 1), "min_ms": round(r["min_ms"], 1),
+                               "lightzero_ms": 210.0})
+
+    if args.json:
+        print(json.dumps(rows + learn_rows if args.learn else rows, indent=1))
+        return
+    print(f"{'B x S':>9} {'ms/search':>10} {'min ms':>8} {'network':>8} {'tree ms':>8} {'LightZero':>10} {'goal':>6}")
+    for r in rows:
+        ok = "ok" if r["ms_per_search"] <= r["goal_ms"] and r["network_share"] >= 0.75 else "--"
+        print(f"{r['batch']:>4} x {r['simulations']:<3} {r['ms_per_search']:>10.2f} {r['min_ms']:>8.2f} "
+              f"{r['network_share']:>7.0%} {r['tree_ms']:>8.2f} {r['lightzero_ms']:>9.0f}  {r['goal_ms']:>5.1f} {ok}")
+    for r in learn_rows:
+        print(f"learn {r['learn_dtype']:>8} B=256 K=5 threads={r['threads']}: {r['ms_per_step']:.1f} ms/step "
+              f"(min {r['min_ms']:.1f}; LightZero ~{r['lightzero_ms']:.0f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Config schema of the ``muzero`` policy (section ``policy: {name: muzero, ...}``).
+
+Defaults are LightZero's CartPole MuZero config (SPEC §6): MLP model with latent 128, BN, one-hot
+actions, SSL on, residual dynamics, ±300 supports (601 atoms), 25 simulations, K = n = 5,
+γ = 0.997, batch 256, Adam 3e-3 with weight decay 1e-4 and no piecewise schedule, grad clip 10,
+loss weights value 0.25 / reward 1 / policy 1 / ssl 2 / entropy 5e-3, target net assigned every
+100 learner steps, fixed visit temperature 0.25, eps-greedy off.
+
+This module imports no torch: the kernel imports schemas to validate configs and print docs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lzkernel import option
+
+
+@dataclass
+class MuZeroModelConfig:
+    """The MuZero network (representation, dynamics, prediction, optional SSL heads)."""
+
+    type: str = option("mlp", doc="Network family: 'mlp' for vector observations, 'conv' for "
+                       "image observations [C, H, W].", choices=("mlp", "conv"))
+    latent_dim: int = option(128, doc="MLP: latent state size D. Conv: latent channels.", min=1)
+    reward_head_hidden: list[int] = option([32], doc="Hidden sizes of the reward head MLP.")
+    value_head_hidden: list[int] = option([32], doc="Hidden sizes of the value head MLP.")
+    policy_head_hidden: list[int] = option([32], doc="Hidden sizes of the policy head MLP.")
+    value_support_range: list[int] = option(
+        [-300, 301, 1], doc="Categorical value support [start, stop (exclusive), step] in h-space.")
+    reward_support_range: list[int] = option(
+        [-300, 301, 1], doc="Categorical reward support [start, stop (exclusive), step] in h-space.")
+    norm: str = option("BN", doc="Normalisation after hidden Linear/Conv layers: BatchNorm ('BN') or "
+                       "LayerNorm ('LN'). BN is folded into the preceding layer for search.",
+                       choices=("BN", "LN"))
+    res_connection_in_dynamics: bool = option(
+        True, doc="MLP dynamics: next = fc1(s‖a) + s, reward from fc2(next) (LightZero policy default).")
+    ssl: bool = option(True, doc="Build the SimSiam projection/prediction heads for the "
+                       "self-supervised consistency loss (needs loss weight ssl > 0 to matter).")
+    proj_hidden: int = option(1024, doc="SSL projection hidden size.", min=1)
+    proj_out: int = option(1024, doc="SSL projection output size.", min=1)
+    pred_hidden: int = option(512, doc="SSL prediction-head hidden size.", min=1)
+    pred_out: int = option(1024, doc="SSL prediction-head output size (must equal proj_out).", min=1)
+    # Conv-only fields.
+    num_res_blocks: int = option(1, doc="Conv: residual blocks in each of representation, "
+                                 "dynamics and prediction.", min=0)
+    downsample: bool = option(False, doc="Conv: two stride-2 convolutions in the representation "
+                              "(spatial size / 4), for large frames.")
+    head_channels: int = option(16, doc="Conv: channels of the 1x1 convolutions before the "
+                                "reward/value/policy MLP heads.", min=1)
+
+    def validate(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        for name in ("value_support_range", "reward_support_range"):
+            r = getattr(self, name)
+            if len(r) != 3 or r[2] <= 0 or r[1] <= r[0]:
+                problems.append((name, f"expected [start, stop, step] with stop > start, step > 0; got {r}"))
+        for name in ("reward_head_hidden", "value_head_hidden", "policy_head_hidden"):
+            if any(h <= 0 for h in getattr(self, name)):
+                problems.append((name, "hidden sizes must be positive"))
+        if self.ssl and self.pred_out != self.proj_out:
+            problems.append(("pred_out", f"must equal proj_out ({self.proj_out}) for the cosine loss"))
+        return problems
+
+
+@dataclass
+class MuZeroPolicyConfig:
+    """MuZero policy: model, search constants, learner, exploration schedules."""
+
+    model: MuZeroModelConfig = option(default_factory=MuZeroModelConfig, doc="The network.")
+    frame_stack: int = option(1, doc="Observations stacked along the first axis (model input).", min=1)
+    # --- search -------------------------------------------------------------------------------
+    num_simulations: int = option(25, doc="MCTS simulations per move (collect, reanalyse).", min=1)
+    eval_num_simulations: int | None = option(
+        None, doc="Simulations per move in eval mode (default: num_simulations).", min=1)
+    discount: float = option(0.997, doc="Discount γ used in search backups.", min=0.0, max=1.0)
+    pb_c_base: float = option(19652.0, doc="pUCT c2.", min=0.0, min_exclusive=True)
+    pb_c_init: float = option(1.25, doc="pUCT c1.", min=0.0)
+    dirichlet_alpha: float = option(0.3, doc="Root Dirichlet noise α.", min=0.0, min_exclusive=True)
+    noise_fraction: float = option(0.25, doc="Root prior mixing weight of the noise.", min=0.0, max=1.0)
+    value_delta_max: float = option(0.01, doc="Floor on the min-max span in value normalisation.", min=0.0)
+    collect_with_pure_policy: bool = option(
+        False, doc="Collect without search: sample from the softmax of the legal policy logits "
+        "(visit distributions are zeros, root value = predicted value). ReZero option.")
+    reanalyze_noise: bool = option(True, doc="Add root Dirichlet noise in reanalyse searches.")
+    search_threads: int = option(
+        1, doc="torch intra-op threads while acting and searching (restored afterwards); 0 leaves "
+        "the process setting. Search batches are small matmuls: one thread is fastest, and a "
+        "second thread on shared cores can make a search several times slower.", min=0)
+    search_chunk: int = option(4096, doc="Largest number of roots searched at once by "
+                               "reanalyze_fn (bounds the latent store's memory).", min=1)
+    mini_infer_size: int = option(10240, doc="Chunk size of value_fn's target-network inference.", min=1)
+    # --- targets / learner --------------------------------------------------------------------
+    unroll_steps: int = option(5, doc="K: recurrent steps unrolled in the loss.", min=1)
+    td_steps: int = option(5, doc="n of the n-step value targets (used by the buffer).", min=1)
+    batch_size: int = option(256, doc="Learner batch size.", min=1)
+    optimizer: str = option("adam", doc="'adam' (L2 weight decay on all parameters), 'adamw' "
+                            "(decoupled decay on Linear/Conv weights only) or 'sgd' (momentum 0.9).",
+                            choices=("adam", "adamw", "sgd"))
+    lr: float = option(3e-3, doc="Base learning rate.", min=0.0, min_exclusive=True)
+    weight_decay: float = option(1e-4, doc="Weight decay.", min=0.0)
+    lr_piecewise: bool = option(False, doc="Piecewise LR: factor 1 until 0.5·T learner steps, 0.1 "
+                                "until T, 0.01 after (T = lr_piecewise_threshold).")
+    lr_piecewise_threshold: float = option(5e4, doc="T of the piecewise LR schedule.", min=1.0)
+    grad_clip: float = option(10.0, doc="Max global gradient norm (clip_grad_norm_).",
+                              min=0.0, min_exclusive=True)
+    value_loss_weight: float = option(0.25, doc="Weight of the value cross-entropy.", min=0.0)
+    reward_loss_weight: float = option(1.0, doc="Weight of the reward cross-entropy.", min=0.0)
+    policy_loss_weight: float = option(1.0, doc="Weight of the policy cross-entropy.", min=0.0)
+    ssl_loss_weight: float = option(2.0, doc="Weight of the SSL consistency loss (0 disables it).", min=0.0)
+    entropy_loss_weight: float = option(5e-3, doc="Weight of −H(π) (entropy bonus).", min=0.0)
+    target_update_freq: int = option(100, doc="Assign the target network every N learner steps.", min=1)
+    learn_dtype: str = option("float32", doc="Matmul precision of the learner's forward pass: "
+                              "'float32' or 'bfloat16' (CPU/CUDA autocast; losses stay float32).",
+                              choices=("float32", "bfloat16"))
+    on_nonfinite: str = option("raise", doc="A non-finite loss or gradient norm: 'raise' an error, or "
+                               "'skip' the optimizer step (reported as train/skipped_nonfinite).",
+                               choices=("raise", "skip"))
+    # --- exploration schedules ----------------------------------------------------------------
+    manual_temperature_decay: bool = option(
+        False, doc="Visit temperature 1.0 → 0.5 → 0.25 at 0.5 and 0.75 of the threshold.")
+    fixed_temperature_value: float = option(0.25, doc="Visit temperature when not decaying.",
+                                            min=0.0, min_exclusive=True)
+    threshold_training_steps_for_final_temperature: float = option(
+        1e5, doc="Learner steps at which the manual decay reaches 0.25.", min=1.0)
+    eps_greedy: bool = option(False, doc="Collect with argmax-of-visits plus ε-random legal actions.")
+    eps_start: float = option(1.0, doc="ε at env step 0.", min=0.0, max=1.0)
+    eps_end: float = option(0.05, doc="Final ε.", min=0.0, max=1.0)
+    eps_decay: float = option(1e5, doc="Env steps of the ε decay.", min=0.0, min_exclusive=True)
+    eps_type: str = option("linear", doc="ε schedule: 'linear' or 'exp'.", choices=("linear", "exp"))
+
+    def validate(self) -> list[tuple[str, str]]:
+        # The kernel validates nested dataclasses too; repeating the model's rules here keeps
+        # a MuZeroPolicyConfig built in code (not from YAML) checkable in one call.
+        return [(f"model.{f}", m) for f, m in self.model.validate()]
+
+    @property
+    def eval_simulations(self) -> int:
+        """Simulations per eval move."""
+        return self.eval_num_simulations if self.eval_num_simulations is not None else self.num_simulations
+
+    def temperature(self, train_iter: int) -> float:
+        """Visit-count temperature for collection after ``train_iter`` learner steps (SPEC §1.4)."""
+        if not self.manual_temperature_decay:
+            return float(self.fixed_temperature_value)
+        threshold = self.threshold_training_steps_for_final_temperature
+        if train_iter < 0.5 * threshold:
+            return 1.0
+        if train_iter < 0.75 * threshold:
+            return 0.5
+        return 0.25
+
+    def epsilon(self, env_steps: int) -> float:
+        """ε of eps-greedy collection at ``env_steps`` (0.0 when ``eps_greedy`` is off)."""
+        if not self.eps_greedy:
+            return 0.0
+        span = self.eps_start - self.eps_end
+        if self.eps_type == "exp":
+            return float(span * math.exp(-env_steps / self.eps_decay) + self.eps_end)
+        if env_steps >= self.eps_decay:
+            return float(self.eps_end)
+        return float(span * (1.0 - env_steps / self.eps_decay) + self.eps_end)

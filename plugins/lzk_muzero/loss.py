@@ -1,0 +1,156 @@
+"""The MuZero loss (SPEC §2.7 steps 2–5): a root step plus K recurrent steps.
+
+Shapes: B batch, K unroll steps, A actions, N support size, O' stacked observation shape.
+
+    root      s, v, π = initial_inference(obs[:, 0])
+              value  = CE(v, φh(z_0)),  policy = CE(π, p_0),  entropy = H(π)
+    k < K     s, r, v, π = recurrent_inference(s, a_k)      (gradients flow through s, unscaled)
+              ssl     += negcos(project(s), sg(project(initial_inference(obs[:, k+1]).s))) · mask[:, k]
+              value   += CE(v, φh(z_{k+1})),  policy += CE(π, p_{k+1}),  reward += CE(r, φh(u_k))
+              entropy += H(π)
+    loss_b  = w_ssl·ssl + w_π·policy + w_v·value + w_r·reward − w_H·entropy    (sums over steps)
+    loss    = mean_b(IS_b · loss_b)
+
+``mask[:, k]`` is 1 where step t+k is a real transition (lzk_replay convention, = LightZero's):
+then a_{t+k} exists and o_{t+k+1}, the SSL target of recurrent step k, is a real observation.
+The SSL target latent comes from the online network in its current (train) mode without
+gradient, as LightZero does; BatchNorm therefore normalises it with the batch's statistics.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from lzk_muzero.blocks import MuZeroNet
+from lzk_muzero.support import DiscreteSupport
+
+
+@dataclass
+class LossWeights:
+    value: float = 0.25
+    reward: float = 1.0
+    policy: float = 1.0
+    ssl: float = 2.0
+    entropy: float = 5e-3
+
+
+@dataclass
+class TensorBatch:
+    """The learner batch as tensors on the model's device (see ``lzk_replay``'s ``Batch``)."""
+
+    obs: torch.Tensor  # [B, K+1, *O'] float32
+    actions: torch.Tensor  # [B, K] int64
+    mask: torch.Tensor  # [B, K+1] float32
+    target_reward: torch.Tensor  # [B, K] float32
+    target_value: torch.Tensor  # [B, K+1] float32
+    target_policy: torch.Tensor  # [B, K+1, A] float32
+    weights: torch.Tensor  # [B] float32
+
+    @classmethod
+    def from_batch(cls, batch: Any, device: torch.device | str) -> TensorBatch:
+        """From any object with the numpy fields above (extra fields are ignored)."""
+
+        def t(x: Any, dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(x).to(device=device, dtype=dtype)
+
+        return cls(
+            obs=t(batch.obs, torch.float32),
+            actions=t(batch.actions, torch.int64),
+            mask=t(batch.mask, torch.float32),
+            target_reward=t(batch.target_reward, torch.float32),
+            target_value=t(batch.target_value, torch.float32),
+            target_policy=t(batch.target_policy, torch.float32),
+            weights=t(batch.weights, torch.float32),
+        )
+
+
+@dataclass
+class LossOutput:
+    loss: torch.Tensor  # [] mean(IS weights · per-sample loss), the quantity differentiated
+    value: torch.Tensor  # [B] value CE summed over K+1 steps
+    reward: torch.Tensor  # [B] reward CE summed over K steps
+    policy: torch.Tensor  # [B] policy CE summed over K+1 steps
+    ssl: torch.Tensor  # [B] negative cosine summed over K steps (masked)
+    entropy: torch.Tensor  # [B] policy entropy summed over K+1 steps
+    root_value: torch.Tensor  # [B] decoded root value h⁻¹(E[v]) (no grad), for priorities
+
+
+def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """−Σ target · log_softmax(logits) over the last axis, in float32: [*S, N] → [*S]."""
+    return -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """H(softmax(logits)) over the last axis, in float32: [*S, N] → [*S]."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def negative_cosine(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """−⟨x/‖x‖, y/‖y‖⟩ per row (norm eps 1e-5): [B, P] × [B, P] → [B]."""
+    return -(F.normalize(x.float(), dim=-1, eps=1e-5) * F.normalize(y.float(), dim=-1, eps=1e-5)).sum(-1)
+
+
+def muzero_loss(
+    model: MuZeroNet,
+    batch: TensorBatch,
+    value_support: DiscreteSupport,
+    reward_support: DiscreteSupport,
+    weights: LossWeights,
+    *,
+    autocast_dtype: torch.dtype | None = None,
+) -> LossOutput:
+    """The weighted MuZero loss of ``batch`` under ``model`` (in whatever mode it is in).
+
+    ``autocast_dtype`` (e.g. ``torch.bfloat16``) runs the network's matmuls under autocast; the
+    losses are always computed in float32.
+    """
+    device_type = batch.obs.device.type
+
+    def amp() -> contextlib.AbstractContextManager:
+        if autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device_type, dtype=autocast_dtype)
+
+    k_steps = batch.actions.shape[1]
+    use_ssl = weights.ssl > 0.0 and model.ssl is not None
+    value_targets = value_support.encode(batch.target_value)  # [B, K+1, Nv]
+    reward_targets = reward_support.encode(batch.target_reward)  # [B, K, Nr]
+
+    with amp():
+        latent, v_logits, p_logits = model.initial_inference(batch.obs[:, 0])
+    root_value = value_support.decode(v_logits.detach())
+    value_loss = soft_cross_entropy(v_logits, value_targets[:, 0])
+    policy_loss = soft_cross_entropy(p_logits, batch.target_policy[:, 0])
+    ent = entropy(p_logits)
+    reward_loss = torch.zeros_like(value_loss)
+    ssl_loss = torch.zeros_like(value_loss)
+
+    for k in range(k_steps):
+        with amp():
+            latent, r_logits, v_logits, p_logits = model.recurrent_inference(latent, batch.actions[:, k])
+            if use_ssl:
+                online = model.project(latent, with_grad=True)
+                with torch.no_grad():
+                    target_latent = model.initial_inference(batch.obs[:, k + 1])[0]
+                    target = model.project(target_latent, with_grad=False)
+        if use_ssl:
+            ssl_loss = ssl_loss + negative_cosine(online, target) * batch.mask[:, k]
+        value_loss = value_loss + soft_cross_entropy(v_logits, value_targets[:, k + 1])
+        policy_loss = policy_loss + soft_cross_entropy(p_logits, batch.target_policy[:, k + 1])
+        reward_loss = reward_loss + soft_cross_entropy(r_logits, reward_targets[:, k])
+        ent = ent + entropy(p_logits)
+
+    per_sample = (
+        weights.ssl * ssl_loss
+        + weights.policy * policy_loss
+        + weights.value * value_loss
+        + weights.reward * reward_loss
+        - weights.entropy * ent
+    )
+    loss = (batch.weights * per_sample).mean()
+    return LossOutput(loss, value_loss, reward_loss, policy_loss, ssl_loss, ent, root_value)

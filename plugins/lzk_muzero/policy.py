@@ -1,0 +1,298 @@
+"""The MuZero policy: acting (collect / eval), replay callbacks (value targets, reanalysis) and
+learning, around one online model and its target copy.
+
+Shapes: E env rows, R reanalysed roots, M observations, A actions, O' stacked observation shape.
+
+Which network does what (as LightZero):
+* acting (collect and eval) searches with the **online** model;
+* ``value_fn`` (n-step bootstrap values) and ``reanalyze_fn`` use the **target** model;
+* both always run in eval semantics through BN-folded snapshots (:class:`SearchNetwork`) that are
+  rebuilt lazily when a version counter moves: the online one after every learner step, the
+  target one after every target assignment. Code that changes the weights behind the policy's
+  back (e.g. a rank-0 weight broadcast) must call :meth:`MuZeroPolicy.mark_weights_changed`.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from types import ModuleType
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from lzkernel import ActResult
+from lzk_muzero.config import MuZeroPolicyConfig
+from lzk_muzero.inference import SearchNetwork
+from lzk_muzero.learner import Learner
+from lzk_muzero.models import build_model, stacked_obs_shape
+from lzk_muzero.support import DiscreteSupport
+
+
+def _sample_legal_softmax(logits: np.ndarray, legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row from softmax(logits) restricted to legal actions: [E, A] → [E] int64."""
+    z = np.where(legal, logits.astype(np.float64), -np.inf)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random((p.shape[0], 1)) * cdf[:, -1:]
+    actions = (cdf <= u).sum(axis=1)
+    # Rounding could step past the last legal action: walk back to it.
+    last_legal = legal.shape[1] - 1 - np.argmax(legal[:, ::-1], axis=1)
+    return np.minimum(actions, last_legal).astype(np.int64)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` torch intra-op threads (0: unchanged), restoring the previous count."""
+    before = torch.get_num_threads()
+    if n <= 0 or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _random_legal(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random legal action per row: [E, A] → [E] int64."""
+    u = np.where(legal, rng.random(legal.shape), -1.0)
+    return u.argmax(axis=1).astype(np.int64)
+
+
+class MuZeroPolicy:
+    """MuZero acting + learning (implements :class:`lzkernel.ActingPolicy`).
+
+    Args:
+        cfg: the policy config.
+        obs_shape: one env observation's shape (unstacked); the model sees ``frame_stack`` of them.
+        num_actions: A.
+        device: torch device of the models.
+        seed: seeds the policy's ``np.random.Generator`` (Dirichlet noise, tie-breaking, action
+            sampling). Torch's initial weights come from torch's global RNG (the trainer's job).
+        average_gradients: multi-rank hook called between backward and clipping.
+        search_module: provides ``search``, ``select_action`` and ``SearchConfig`` (default
+            ``lzk_mcts``; tests may pass a fake).
+    """
+
+    def __init__(
+        self,
+        cfg: MuZeroPolicyConfig,
+        obs_shape: Sequence[int],
+        num_actions: int,
+        *,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        average_gradients: Callable[[Any], None] | None = None,
+        search_module: ModuleType | Any | None = None,
+    ) -> None:
+        if search_module is None:
+            import lzk_mcts as search_module
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.num_actions = int(num_actions)
+        self.obs_shape = stacked_obs_shape(tuple(obs_shape), cfg.frame_stack)
+        self.rng = np.random.default_rng(seed)
+        self._search = search_module
+        self.value_support = DiscreteSupport.from_range(cfg.model.value_support_range, self.device)
+        self.reward_support = DiscreteSupport.from_range(cfg.model.reward_support_range, self.device)
+        self.model = build_model(cfg.model, tuple(obs_shape), num_actions, cfg.frame_stack).to(self.device)
+        self.target_model = copy.deepcopy(self.model).eval()
+        for p in self.target_model.parameters():
+            p.requires_grad_(False)
+        self.learner = Learner(self.model, self.target_model, cfg, self.value_support, self.reward_support,
+                               average_gradients=average_gradients)
+        # Weight versions and the snapshots built at them ([version, SearchNetwork | None]).
+        self.model_version = 0
+        self.target_version = 0
+        self._online: list[Any] = [-1, None]
+        self._target: list[Any] = [-1, None]
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def learner_steps(self) -> int:
+        """Completed learner steps (the ``train_iter`` of temperature schedules)."""
+        return self.learner.steps
+
+    def mark_weights_changed(self) -> None:
+        """Invalidate both inference snapshots (call after changing weights directly)."""
+        self.model_version += 1
+        self.target_version += 1
+
+    def _snapshot(self, which: str) -> SearchNetwork:
+        slot, model, version = (
+            (self._online, self.model, self.model_version) if which == "online"
+            else (self._target, self.target_model, self.target_version)
+        )
+        if slot[0] != version:
+            slot[1] = SearchNetwork(model, self.value_support, self.reward_support)
+            slot[0] = version
+        return slot[1]
+
+    def _search_config(self, num_simulations: int) -> Any:
+        c = self.cfg
+        return self._search.SearchConfig(
+            num_simulations=num_simulations, discount=c.discount, pb_c_base=c.pb_c_base, pb_c_init=c.pb_c_init,
+            dirichlet_alpha=c.dirichlet_alpha, noise_fraction=c.noise_fraction, value_delta_max=c.value_delta_max,
+        )
+
+    def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+
+    def _run_search(
+        self, snap: SearchNetwork, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, num_simulations: int,
+        *, add_noise: bool, deterministic: bool, true_action: np.ndarray | None = None,
+        reuse_value: np.ndarray | None = None,
+    ) -> tuple[Any, np.ndarray, dict[str, float]]:
+        """Root inference + search. Returns (SearchResult, predicted root values [B], metrics);
+        ``search/network_share`` is the time in the network (root and recurrent inference, with
+        decoding) over the whole call."""
+        t0 = time.perf_counter()
+        with _torch_threads(self.cfg.search_threads), torch.inference_mode():
+            latent, pred_value, logits = snap.initial(self._obs_tensor(obs))
+            f0 = snap.forward_seconds - (time.perf_counter() - t0)  # root inference counts as network
+            result = self._search.search(
+                snap.begin(latent, num_simulations), logits, legal, np.asarray(to_play, dtype=np.int64),
+                self._search_config(num_simulations), self.rng, add_noise=add_noise, deterministic=deterministic,
+                true_action=true_action, reuse_value=reuse_value,
+            )
+        total = time.perf_counter() - t0
+        metrics = dict(getattr(result, "stats", {}) or {})
+        metrics["search/ms"] = total * 1e3
+        metrics["search/network_share"] = (snap.forward_seconds - f0) / max(total, 1e-12)
+        return result, pred_value, metrics
+
+    # ------------------------------------------------------------------------------------------
+    def act(
+        self,
+        obs: np.ndarray,
+        legal: np.ndarray,
+        to_play: np.ndarray,
+        *,
+        mode: str,
+        env_ids: np.ndarray,
+        temperature: float = 1.0,
+        epsilon: float = 0.0,
+        timestep: np.ndarray | None = None,
+    ) -> ActResult:
+        """Choose one action per row.
+
+        ``collect``: search with root Dirichlet noise, then sample from visits^(1/temperature)
+        over legal actions; with ``eps_greedy`` (or ``epsilon`` > 0) take the visit argmax and
+        replace it by a uniformly random legal action with probability ``epsilon``; with
+        ``collect_with_pure_policy`` no search: sample from the legal softmax of the policy
+        logits (visit_dist zeros, root_value = predicted value).
+        ``eval``: no noise, deterministic tie-breaking, argmax of visits, ``eval_num_simulations``.
+        ``env_ids`` and ``timestep`` are unused (MuZero keeps no per-env state).
+        """
+        if mode not in ("collect", "eval"):
+            raise ValueError(f"mode must be 'collect' or 'eval', got {mode!r}")
+        legal = np.asarray(legal, dtype=bool)
+        snap = self._snapshot("online")
+        n_rows = legal.shape[0]
+        if mode == "collect" and self.cfg.collect_with_pure_policy:
+            t0 = time.perf_counter()
+            with _torch_threads(self.cfg.search_threads):
+                _, pred_value, logits = snap.initial(self._obs_tensor(obs))
+            actions = _sample_legal_softmax(logits, legal, self.rng)
+            zeros = np.zeros((n_rows, self.num_actions), np.float32)
+            return ActResult(actions, zeros, pred_value, pred_value.copy(),
+                             {"search/ms": (time.perf_counter() - t0) * 1e3})
+
+        collect = mode == "collect"
+        sims = self.cfg.num_simulations if collect else self.cfg.eval_simulations
+        result, pred_value, metrics = self._run_search(
+            snap, obs, legal, to_play, sims, add_noise=collect, deterministic=not collect)
+        visits = result.visit_counts
+        if not collect:
+            actions, _ = self._search.select_action(visits, legal, 1.0, self.rng, True)
+        elif self.cfg.eps_greedy or epsilon > 0.0:
+            actions, _ = self._search.select_action(visits, legal, 1.0, self.rng, True)
+            explore = self.rng.random(n_rows) < epsilon
+            actions = np.where(explore, _random_legal(legal, self.rng), actions)
+        else:
+            actions, _ = self._search.select_action(visits, legal, float(temperature), self.rng, False)
+        visit_dist = (visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)).astype(np.float32)
+        return ActResult(np.asarray(actions, dtype=np.int64), visit_dist,
+                         np.asarray(result.root_value, dtype=np.float32), pred_value, metrics)
+
+    def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:
+        """No per-env state in MuZero."""
+
+    # ------------------------------------------------------------------------------------------
+    def value_fn(self, obs: np.ndarray) -> np.ndarray:
+        """Target-network values of obs [M, *O'] → [M] float32 (eval mode, chunked)."""
+        return self._snapshot("target").values(self._obs_tensor(obs), self.cfg.mini_infer_size)
+
+    def reanalyze_fn(
+        self,
+        obs: np.ndarray,
+        legal: np.ndarray,
+        to_play: np.ndarray,
+        true_action: np.ndarray,
+        reuse_value: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh searches from target-network roots: (visit_dist [R, A] float32, root_value [R] float32).
+
+        Root noise when ``reanalyze_noise``; with ``reuse_value`` [R] (ReZero), the search reuses
+        it through ``true_action`` [R] (negative = no reuse for that root). Roots are searched in
+        chunks of ``search_chunk``.
+        """
+        snap = self._snapshot("target")
+        legal = np.asarray(legal, dtype=bool)
+        to_play = np.asarray(to_play, dtype=np.int64)
+        n = legal.shape[0]
+        dist = np.zeros((n, self.num_actions), np.float32)
+        values = np.zeros(n, np.float32)
+        for lo in range(0, n, self.cfg.search_chunk):
+            sl = slice(lo, min(n, lo + self.cfg.search_chunk))
+            ta = rv = None
+            if reuse_value is not None:
+                ta = np.where(np.asarray(true_action[sl]) < 0, -1, true_action[sl]).astype(np.int64)
+                rv = np.asarray(reuse_value[sl], dtype=np.float32)
+            result, _, _ = self._run_search(snap, obs[sl], legal[sl], to_play[sl], self.cfg.num_simulations,
+                                            add_noise=self.cfg.reanalyze_noise, deterministic=False,
+                                            true_action=ta, reuse_value=rv)
+            visits = result.visit_counts
+            dist[sl] = visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)
+            values[sl] = result.root_value
+        return dist, values
+
+    # ------------------------------------------------------------------------------------------
+    def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
+        """One learner step on ``batch`` → (metrics ``train/*``, priorities [B] float32)."""
+        metrics, priorities, target_updated = self.learner.step(batch)
+        self.model_version += 1
+        if target_updated:
+            self.target_version += 1
+        return metrics, priorities
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model, target model, optimizer, learner step count (the LR schedule is a function of it)
+        and the policy RNG state: tensors and plain Python values, loadable with
+        ``torch.load(weights_only=True)``."""
+        rng_state = self.rng.bit_generator.state
+        return {
+            "model": self.model.state_dict(),
+            "target_model": self.target_model.state_dict(),
+            "learner": self.learner.state_dict(),
+            # 128-bit PCG64 words as decimal strings: plain values, whatever the unpickler allows.
+            "rng": {"bit_generator": rng_state["bit_generator"],
+                    "state": {k: str(v) for k, v in rng_state["state"].items()},
+                    "has_uint32": int(rng_state["has_uint32"]), "uinteger": int(rng_state["uinteger"])},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.target_model.load_state_dict(state["target_model"])
+        self.learner.load_state_dict(state["learner"])
+        rng = state.get("rng")
+        if rng is not None:
+            self.rng.bit_generator.state = {
+                "bit_generator": rng["bit_generator"],
+                "state": {k: int(v) for k, v in rng["state"].items()},
+                "has_uint32": int(rng["has_uint32"]), "uinteger": int(rng["uinteger"]),
+            }
+        self.mark_weights_changed()

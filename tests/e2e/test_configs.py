@@ -1,0 +1,67 @@
+"""End to end: every shipped config runs through `lzkernel run` with a tiny budget.
+
+Each run is a real subprocess (the console path users take). The budget is shrunk by overrides
+(fewer envs, simulations, updates and a small batch) so the file stays within a minute or two.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+
+TINY = [
+    "run.max_env_steps=400", "run.checkpoint_every=10", "run.log_every=5", "run.progress=false",
+    "policy.num_simulations=4", "policy.batch_size=32", "policy.model.latent_dim=32",
+    "collector.envs=2", "collector.n_episode=2",
+    "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=10",
+]
+SCHEDULE = {"fixed": ["update_schedule.updates_per_collect=10"], "replay_ratio": []}
+TRAINER = {"rezero": ["trainer.reanalyze_min_transitions=100"], "muzero": ["trainer.reanalyze_ratio=0.25"]}
+
+
+def _overrides(config: Path, out_dir: Path) -> list[str]:
+    import yaml
+
+    data = yaml.safe_load(config.read_text())
+    extra = SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], [])
+    return [f"run.out_dir={out_dir}", *TINY, *extra]
+
+
+def _run(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lzkernel", "run", *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_config_runs_with_a_tiny_budget_and_resumes(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _run([str(config), *_overrides(config, out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    events = {r["event"] for r in records}
+    assert {"collect", "train", "eval"} <= events
+    for r in records:
+        assert {"train_iter", "env_steps", "wall_time"} <= set(r)
+    train = [r for r in records if r["event"] == "train"]
+    assert train[-1]["train_iter"] > 0 and all(k.startswith(("train/", "time/", "buffer/", "reanalyze/", "search/"))
+                                                for k in train[-1] if "/" in k)
+    assert any("eval/return_mean" in r for r in records)
+    last_env = max(r["env_steps"] for r in records)
+    assert last_env >= 400  # the budget was spent
+    ckpts = sorted((out / "ckpt").glob("step_*"))
+    assert ckpts and (ckpts[-1] / "DONE").is_file()
+
+    # Resume with a larger budget: counters continue from the checkpoint, not from zero.
+    saved = json.loads((ckpts[-1] / "meta.json").read_text())
+    proc = _run([str(config), *_overrides(config, out), "run.max_env_steps=700", "--resume", "auto"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][len(records):]
+    assert resumed and min(r["train_iter"] for r in resumed) >= saved["train_iter"]
+    assert min(r["env_steps"] for r in resumed) > saved["env_steps"]
+    assert max(r["env_steps"] for r in resumed) >= 700

@@ -1,0 +1,27 @@
+"""``benchmarks/mcts.py`` keeps its output contract (a smoke run on tiny cases; no timing asserts)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mcts.py"
+
+
+def test_json_output_contract(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("lzk_bench_mcts", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert [(b, s) for b, s, _ in bench.CASES] == [(8, 25), (8, 50), (64, 50)]
+    monkeypatch.setattr(bench, "CASES", [(2, 3, 13.0), (3, 2, 26.0)])
+    monkeypatch.setattr(sys, "argv", ["mcts.py", "--json", "--repeats", "2", "--warmup", "0"])
+    bench.main()
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["batch"], r["simulations"]) for r in rows] == [(2, 3), (3, 2)]
+    for r in rows:
+        assert {"batch", "simulations", "ms_per_search", "network_share", "lightzero_ms", "goal_ms"} <= set(r)
+        assert r["ms_per_search"] > 0 and 0.0 < r["network_share"] <= 1.0
+        assert r["goal_ms"] == r["lightzero_ms"] / 2
