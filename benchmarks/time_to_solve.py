@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,8 @@ def run_seed(config: str, seed: int, threshold: float, episodes: int, max_env_st
         "best_eval": max((r["eval/return_mean"] for r in evals), default=None),
         "evals": len(evals),
         "time_split_s": last_times,
+        # Peak RSS of the largest child so far (Linux reports KiB); seeds run one after another.
+        "peak_rss_mb_so_far": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
         "stderr_tail": tail if rc not in (0,) else "",
     }
 
@@ -86,7 +89,8 @@ def main() -> int:
             split = ", ".join(f"{k} {v:.0f}s" for k, v in sorted(r["time_split_s"].items(), key=lambda kv: -kv[1]))
             print(f"seed {seed}: solved={r['solved']} seconds={r['seconds_to_solve']} "
                   f"env_steps={r['env_steps_to_solve']} iters={r['train_iters_to_solve']} "
-                  f"best={r['best_eval']} rc={r['returncode']} | {split}", flush=True)
+                  f"best={r['best_eval']} rss<={r['peak_rss_mb_so_far']}MB rc={r['returncode']} | {split}",
+                  flush=True)
             if r["stderr_tail"]:
                 print(r["stderr_tail"], file=sys.stderr)
     solved_s = [r["seconds_to_solve"] for r in results if r["solved"]]

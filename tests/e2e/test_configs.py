@@ -17,7 +17,9 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 TINY = [
     "run.max_env_steps=400", "run.checkpoint_every=10", "run.log_every=5", "run.progress=false",
-    "policy.num_simulations=4", "policy.batch_size=32", "policy.model.latent_dim=32",
+    "run.threads=1", "policy.num_simulations=4", "policy.batch_size=32", "policy.model.latent_dim=32",
+    "policy.model.proj_hidden=64", "policy.model.proj_out=64", "policy.model.pred_hidden=32",
+    "policy.model.pred_out=64",
     "collector.envs=2", "collector.n_episode=2",
     "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=10",
 ]
