@@ -146,11 +146,14 @@ class LoopTrainer:
                 self._emit_train()
             if run.cfg.checkpoint_every and run.train_iter % run.cfg.checkpoint_every == 0:
                 self._save()
-            if self._should_eval():
-                # Evaluate between updates too, so evaluations fall every N iterations exactly.
-                if self._evaluate_and_decide():
-                    self._stop_now = True
-                    return
+            eval_due, signalled = self._decisions()
+            if signalled:  # SIGINT/SIGTERM: leave within one update, the caller saves
+                self._stop_now = True
+                return
+            # Evaluate between updates too, so evaluations fall every N iterations exactly.
+            if eval_due and self._evaluate_and_decide():
+                self._stop_now = True
+                return
             if run.train_iter >= run.cfg.max_train_iters:
                 return
 
@@ -180,9 +183,14 @@ class LoopTrainer:
             trim()
 
     def _should_eval(self) -> bool:
-        # Every rank must agree: rank 0 decides, the others follow the broadcast.
+        return self._decisions()[0]
+
+    def _decisions(self) -> tuple[bool, bool]:
+        """(evaluation due, stop signal received), decided on rank 0 and broadcast in one
+        collective so that no rank can take a different branch."""
         due = bool(self.evaluator.should_eval(self.run.train_iter)) if self.evaluator is not None else False
-        return bool(self.run.comm.broadcast_object(due))
+        decided = self.run.comm.broadcast_object([due, bool(self.run.stop_requested)])
+        return bool(decided[0]), bool(decided[1])
 
     def _evaluate_and_decide(self, force: bool = False) -> bool:
         """Evaluate on rank 0 (when ``force`` or due) and return the broadcast stop decision."""
