@@ -1,0 +1,74 @@
+"""The UniZero policy: acting contract, per-env/per-mode histories, value_fn, learn, state_dict."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from lzkernel import ActingPolicy
+from lzk_unizero.config import UniZeroPolicyConfig
+from lzk_unizero.inference import root_inference
+from lzk_unizero.policy import UniZeroPolicy
+from test_unizero_loss import _batch
+from unizero_helpers import NUM_ACTIONS, OBS_DIM, tiny_cfg
+
+
+def _policy(**kw) -> UniZeroPolicy:
+    cfg = UniZeroPolicyConfig(model=tiny_cfg(), num_simulations=6, eval_num_simulations=4, batch_size=2,
+                              unroll_steps=3, **kw)
+    return UniZeroPolicy(cfg, (OBS_DIM,), NUM_ACTIONS, seed=0)
+
+
+def test_act_contract_and_histories():
+    pol = _policy()
+    assert isinstance(pol, ActingPolicy)
+    rng = np.random.default_rng(0)
+    E = 3
+    legal = np.ones((E, NUM_ACTIONS), bool)
+    legal[0, 1] = False
+    for t in range(6):
+        obs = rng.normal(size=(E, OBS_DIM)).astype(np.float32)
+        res = pol.act(obs, legal, np.full(E, -1), mode="collect", env_ids=np.arange(E), temperature=1.0,
+                      timestep=np.full(E, t))
+        assert res.action.shape == (E,) and legal[np.arange(E), res.action].all()
+        np.testing.assert_allclose(res.visit_dist.sum(1), 1.0, rtol=1e-6)
+        assert res.visit_dist[0, 1] == 0
+        assert res.root_value.shape == res.pred_value.shape == (E,)
+        assert res.metrics["search/root_context_tokens"] == min(2 * t + 1, 7)
+    res = pol.act(obs, legal, np.full(E, -1), mode="eval", env_ids=np.arange(E))
+    assert res.metrics["search/root_context_tokens"] == 1  # eval history is separate from collect
+    assert all(len(q) <= 3 for q in pol.history._pairs.values())
+    pol.reset_envs([0, 1], "collect")
+    assert ("collect", 0) not in pol.history._pairs and ("collect", 2) in pol.history._pairs
+
+
+def test_pred_value_is_the_root_window_value():
+    pol = _policy()
+    with torch.no_grad():  # non-trivial value head
+        pol.model.head_value.last.weight.normal_(0, 0.3)
+    rng = np.random.default_rng(1)
+    obs_seq = rng.normal(size=(3, 1, OBS_DIM)).astype(np.float32)
+    acts = []
+    for t in range(3):
+        res = pol.act(obs_seq[t], np.ones((1, NUM_ACTIONS), bool), np.full(1, -1), mode="eval",
+                      env_ids=np.zeros(1, np.int64), timestep=np.array([t]))
+        acts.append(int(res.action[0]))
+    with torch.no_grad():
+        pol.model.eval()
+        _, v, _, _ = root_inference(pol.model, torch.as_tensor(obs_seq[:, 0][None]),
+                                    torch.as_tensor([acts[:2]]), torch.tensor([3]), 8)
+    np.testing.assert_allclose(res.pred_value, pol.value_support.decode(v).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_value_fn_learn_and_state_dict_roundtrip():
+    pol = _policy()
+    rng = np.random.default_rng(2)
+    v = pol.value_fn(rng.normal(size=(5, 4, OBS_DIM)).astype(np.float32), rng.integers(0, NUM_ACTIONS, (5, 3)))
+    assert v.shape == (5, 4) and np.allclose(v, 0.0, atol=1e-3)  # zero-initialised value head
+    metrics, prio = pol.learn(_batch(rng))
+    assert pol.learner_steps == 1 and prio.shape == (2,) and np.isfinite(metrics["train/loss_total"])
+    state = pol.state_dict()
+    other = _policy()
+    other.load_state_dict(state)
+    for a, b in zip(pol.target_model.parameters(), other.target_model.parameters()):
+        assert torch.equal(a, b)
+    assert other.learner_steps == 1 and other.rng.random() == pol.rng.random()
