@@ -2,7 +2,9 @@
 
 ``main(argv) -> int`` so tests can call it in-process. Configuration errors (bad YAML, unknown
 keys, unknown components, a missing resume path, a plugin that fails to import) print one
-message without a traceback and return 2. ``config`` and ``plugins`` never import torch.
+message without a traceback and return 2. Any other error during a run prints its traceback,
+then ``lzkernel: error: rank R: Type: message``, and returns 1 (each rank of a multi-rank run
+has this error boundary). ``config`` and ``plugins`` never import torch.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from lzkernel import __version__
 from lzkernel.errors import ConfigError, PluginError
 
 EXIT_CONFIG = 2
+EXIT_FAILURE = 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,12 +71,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lzkernel.run import RunContext  # imports numpy; torch is imported when the run starts
 
     run = RunContext(kernel, config, resume=args.resume, overrides=args.overrides)
-    with run:
-        trainer = run.build("trainer")
-        trainer.train()
+    try:
+        with run:
+            trainer = run.build("trainer")
+            trainer.train()
+    except (ConfigError, PluginError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # the error boundary of one rank: name it, exit non-zero
+        return _report_failure(exc, run)
     if run.stop_signal is not None:
         return 128 + run.stop_signal
     return 0
+
+
+def _report_failure(exc: BaseException, run: object) -> int:
+    """Print the traceback, then ``lzkernel: error: rank R: Type: message`` (the line a multi-rank
+    launcher's output is searched for); under torchrun also write its error file, so the
+    launcher's summary names this rank's exception. Returns exit code 1."""
+    import os
+    import traceback
+
+    try:
+        rank = int(run.rank) if getattr(run, "comm", None) is not None else int(os.environ.get("RANK", "0"))  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        rank = 0
+    traceback.print_exception(exc)
+    if os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        try:
+            from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+            ErrorHandler().record_exception(exc)
+        except Exception:  # noqa: BLE001 - reporting must not mask the error
+            pass
+    print(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    return EXIT_FAILURE
 
 
 def cmd_config(args: argparse.Namespace) -> int:

@@ -62,7 +62,14 @@ class RunContext:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> RunContext:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # __exit__ will not run: release what start() acquired (the process group included).
+            self._restore_signal_handlers()
+            if self.comm is not None:
+                self.comm.close()
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:

@@ -14,9 +14,20 @@ One epoch::
 
 Subclasses override the hooks; everything else (counters, metrics, checkpoints, resume, the
 stop protocol) lives here so every algorithm behaves the same way.
+
+With several ranks (``run.world_size > 1``, see ``docs/distributed.md``) every decision that
+changes control flow is taken collectively, so all ranks run the same collectives: evaluation
+and stop-after-eval (rank 0 decides, broadcast), "enough data to train" (all ranks must be
+ready), stop on budget or signal (any rank), reanalyse now (:meth:`LoopTrainer.agree`). Rank
+0's initial weights are broadcast once; after every update the floating buffers of the
+policy's ``model`` (BatchNorm running statistics) are averaged over ranks, so parameters *and*
+buffers stay bit-identical. Checkpoints (written by rank 0) carry every rank's own state
+(sample RNG, policy RNG, collector counters, replay buffer), and resume requires the same
+world size.
 """
 from __future__ import annotations
 
+import random
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from lzkernel import option
+from lzk_loop import ranks
+from lzkernel import ConfigError, option
 
 
 @dataclass
@@ -60,6 +72,8 @@ class LoopTrainer:
         self.pcfg = run.section("policy")
         self.env_spec = run.build("env")
         self.policy = run.build("policy", env_spec=self.env_spec)
+        if run.world_size > 1:
+            self._broadcast_initial_weights()
         frame_stack = int(getattr(self.pcfg, "frame_stack", 1))
         self.buffer = run.build(
             "buffer",
@@ -96,6 +110,14 @@ class LoopTrainer:
     def extra_state(self) -> dict[str, Any]:
         return {}
 
+    def agree(self, local: bool) -> bool:
+        """A control-flow decision taken once: rank 0's ``local`` value, broadcast to every rank
+        (e.g. "reanalyse now", which depends on this rank's buffer size)."""
+        run = getattr(self, "run", None)  # unit tests may drive the hooks without a run
+        if run is None or run.world_size == 1:
+            return bool(local)
+        return bool(run.comm.broadcast_object(bool(local)))
+
     def load_extra_state(self, state: dict[str, Any]) -> None:
         pass
 
@@ -126,15 +148,21 @@ class LoopTrainer:
     def _train_epoch(self, updates: int) -> None:
         run = self.run
         needed = max(int(self.pcfg.batch_size), self.cfg.train_start_transitions)
+        # Train only when every rank holds enough data (decided once per epoch: the buffer size
+        # does not change inside the update loop), so all ranks run the same number of updates.
+        ready = self._all_ranks(self.buffer.num_transitions > needed) if updates > 0 else False
         for i in range(updates):
             self.before_update(i, updates)
-            if self.buffer.num_transitions <= needed:
+            if not ready:
                 break
             t0 = time.perf_counter()
             batch = self.buffer.sample(int(self.pcfg.batch_size), self.sample_rng, self.policy.value_fn)
             batch = self.prepare_batch(batch)
             t1 = time.perf_counter()
+            target_version = getattr(self.policy, "target_version", None)
             metrics, priorities = self.policy.learn(batch)
+            if run.world_size > 1:
+                self._sync_buffers(target_version)
             t2 = time.perf_counter()
             self.buffer.update_priorities(batch.indices, priorities)
             self.timer.add("sample", t1 - t0)
@@ -219,12 +247,17 @@ class LoopTrainer:
             or run.train_iter >= run.cfg.max_train_iters
             or run.stop_requested
         )
-        return bool(run.comm.broadcast_object(bool(local)))
+        # Budgets are identical on every rank; a signal may reach one rank only: stop if any rank
+        # wants to (one all-reduce, the same answer everywhere).
+        return self._any_rank(bool(local))
 
     def _emit_train(self) -> None:
         metrics = {k: float(np.mean(v)) for k, v in self._pending.items() if v}
         self._pending.clear()
         metrics.update(self.timer.metrics())
+        comm_seconds = getattr(self.run.comm, "seconds", None)
+        if comm_seconds is not None:
+            metrics["time/comm_s"] = round(float(comm_seconds), 3)  # in collectives, this process
         metrics["train/epoch"] = float(self.epoch)
         metrics["buffer/transitions"] = float(self.buffer.num_transitions)
         self.run.emit_train(metrics)
@@ -237,6 +270,24 @@ class LoopTrainer:
         t = torch.tensor([value], dtype=torch.int64)
         self.run.comm.all_reduce_sum(t)
         return int(t.item())
+
+    def _any_rank(self, flag: bool) -> bool:
+        if self.run.world_size == 1:
+            return bool(flag)
+        return self._sum_over_ranks(int(bool(flag))) > 0
+
+    def _all_ranks(self, flag: bool) -> bool:
+        if self.run.world_size == 1:
+            return bool(flag)
+        return self._sum_over_ranks(int(not flag)) == 0
+
+    # -- keeping ranks identical (see lzk_loop.ranks) ---------------------------------------
+
+    def _broadcast_initial_weights(self) -> None:
+        ranks.broadcast_initial_weights(self.run.comm, self.policy)
+
+    def _sync_buffers(self, target_version_before: Any) -> None:
+        ranks.sync_buffers(self.run.comm, self.run.world_size, self.policy, target_version_before)
 
     def _timed(self, phase: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -253,6 +304,7 @@ class LoopTrainer:
             "epoch": self.epoch,
             "sample_rng": self.sample_rng.bit_generator.state,
             "timer": dict(self.timer.total),
+            "world_size": self.run.world_size,
             **self.extra_state(),
         }
         if self.evaluator is not None:
@@ -266,15 +318,50 @@ class LoopTrainer:
 
     def _save(self) -> None:
         t0 = time.perf_counter()
-        state, arrays = self._state()
-        self.run.save_checkpoint(state, arrays)
+        run = self.run
+        if run.world_size == 1:
+            state, arrays = self._state()
+        else:
+            # Every rank takes part: ranks > 0 send their own state to rank 0, which writes it.
+            others = self._send_rank_states()
+            state, arrays = self._state() if run.is_main else ({}, {})
+            if run.is_main:
+                state["ranks"] = [plain for plain, _ in others]
+                for r, (_, rank_arrays) in enumerate(others, start=1):
+                    arrays.update({f"rank{r}/{k}": v for k, v in rank_arrays.items()})
+        run.save_checkpoint(state, arrays)
         self.timer.add("checkpoint", time.perf_counter() - t0)
+
+    def _rank_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """This rank's own state (plain values, numpy arrays): what differs between ranks."""
+        plain: dict[str, Any] = {
+            "sample_rng": self.sample_rng.bit_generator.state,
+            "collector": self.collector.state_dict(),
+        }
+        policy_rng = getattr(self.policy, "rng", None)
+        if isinstance(policy_rng, np.random.Generator):
+            plain["policy_rng"] = policy_rng.bit_generator.state
+        arrays: dict[str, Any] = {}
+        if self.run.cfg.save_buffer:
+            meta, buf_arrays = self.buffer.state_dict()
+            plain["buffer_meta"] = meta
+            arrays = {f"buffer/{k}": v for k, v in buf_arrays.items()}
+        return plain, arrays
+
+    def _send_rank_states(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        return ranks.gather_rank_states(self.run, self._rank_state)
 
     def _resume(self) -> bool:
         loaded = self.run.resume_state()
         if loaded is None:
             return False
         state, arrays = loaded
+        run = self.run
+        saved_world = int(state.get("world_size", 1))
+        if saved_world != run.world_size:
+            raise ConfigError(
+                f"the checkpoint {run.resume_path} was written by a run with {saved_world} rank(s); resume it "
+                f"with the same world size (torchrun --nproc_per_node={saved_world}), not {run.world_size}")
         self.policy.load_state_dict(state["policy"])
         self.collector.load_state_dict(state["collector"])
         if self.evaluator is not None and "evaluator" in state:
@@ -283,8 +370,36 @@ class LoopTrainer:
         self.sample_rng.bit_generator.state = state["sample_rng"]
         for k, v in state.get("timer", {}).items():
             self.timer.total[k] = float(v)
-        if "buffer_meta" in state:
+        rank_states = state.get("ranks") or []
+        own = rank_states[run.rank - 1] if 0 < run.rank <= len(rank_states) else None
+        if "buffer_meta" in state and not (own and "buffer_meta" in own):
             buf = {k[len("buffer/"):]: v for k, v in arrays.items() if k.startswith("buffer/")}
             self.buffer.load_state_dict(state["buffer_meta"], buf)
+        if run.rank > 0:
+            self._load_rank_state(own, arrays)
         self.load_extra_state(state)
         return True
+
+    def _load_rank_state(self, mine: dict[str, Any] | None, arrays: dict[str, Any]) -> None:
+        """Rank r > 0 of a resumed run: its own RNGs, collector counters and buffer. A checkpoint
+        without them (e.g. ``ckpt/best``) leaves rank 0's buffer and re-derives the RNG streams."""
+        run = self.run
+        # Global python/numpy streams include the rank (seed_globals); the checkpoint holds rank 0's.
+        random.seed(run.seed("python", run.rank, "resume", run.train_iter))
+        np.random.seed(run.seed("numpy", run.rank, "resume", run.train_iter))
+        if mine is None:
+            self.sample_rng = run.rng("sample", run.rank, "resume", run.train_iter)
+            policy_rng = getattr(self.policy, "rng", None)
+            if isinstance(policy_rng, np.random.Generator):
+                self.policy.rng = run.rng("policy", run.rank, "resume", run.train_iter)
+            return
+        self.sample_rng.bit_generator.state = mine["sample_rng"]
+        self.collector.load_state_dict(mine["collector"])
+        policy_rng = getattr(self.policy, "rng", None)
+        if "policy_rng" in mine and isinstance(policy_rng, np.random.Generator):
+            policy_rng.bit_generator.state = mine["policy_rng"]
+        if "buffer_meta" in mine:
+            prefix = f"rank{run.rank}/buffer/"
+            buf = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            self.buffer.load_state_dict(mine["buffer_meta"], buf)
+

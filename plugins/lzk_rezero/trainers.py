@@ -61,7 +61,8 @@ class ReZeroTrainer(LoopTrainer):
                 self._reanalyze()
 
     def _reanalyze(self) -> None:
-        if self.buffer.num_transitions <= self.cfg.reanalyze_min_transitions:
+        # Decided once (rank 0's buffer size) and broadcast, so every rank reanalyses together.
+        if not self.agree(self.buffer.num_transitions > self.cfg.reanalyze_min_transitions):
             return
         fn = self.policy.reanalyze_fn
         if not self.cfg.reuse_search:

@@ -50,5 +50,7 @@ def test_inputs_are_checked(call, error: type) -> None:
 
 
 def test_registration() -> None:
-    (component,) = lzkernel_register_comm_backends()
-    assert component.name == "local" and component.config is None
+    components = {c.name: c for c in lzkernel_register_comm_backends()}
+    assert sorted(components) == ["gloo", "local", "nccl", "threads"]
+    assert components["local"].config is None
+    assert components["gloo"].config().timeout_s == 300.0  # minutes, not torch's 30

@@ -1,0 +1,260 @@
+"""The ``gloo`` and ``nccl`` comm backends over ``torch.distributed``.
+
+Initialised from torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR``/``MASTER_PORT``; ``init_method="env://"``), with a timeout in seconds
+(``comm.timeout_s``, default 300) instead of torch's 30 minutes. Collective tensors are moved to
+the device the transport needs — CPU for gloo, ``cuda:LOCAL_RANK`` for NCCL — and the result is
+copied back into the caller's tensor, so callers pass tensors from wherever they live.
+
+Single-node gloo runs (``LOCAL_WORLD_SIZE == WORLD_SIZE``) bind gloo's sockets to the loopback
+interface (``GLOO_SOCKET_IFNAME``, unless already set); torchrun's ``--standalone`` rendezvous
+already stays on localhost. ``close()`` (called by the run context on every exit path, and at
+interpreter exit as a fallback) destroys the process group.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import struct
+from datetime import timedelta
+from typing import Any, Iterable
+
+import torch
+
+from lzk_comm.common import CommTimer, average_gradients, decode_object, encode_object
+from lzk_comm.local import check_plain, check_src, check_tensor
+from lzkernel import ConfigError
+
+#: torchrun's variables an ``env://`` initialisation needs.
+ENV_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+LAUNCH_HINT = "torchrun --standalone --nproc_per_node=N -m lzkernel run CONFIG comm.name=gloo"
+#: broadcast_object sends one fixed-size frame (8-byte length + payload); longer payloads a second one.
+_FRAME = 512
+
+
+def nccl_unavailable_reason(local_rank: int = 0) -> str | None:
+    """Why NCCL cannot be used by this process (None when it can)."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return "this torch build has no torch.distributed"
+    if not dist.is_nccl_available():
+        return f"this torch build ({torch.__version__}) has no NCCL"
+    if not torch.cuda.is_available():
+        return "CUDA is not available on this machine"
+    if local_rank >= torch.cuda.device_count():
+        return (f"LOCAL_RANK {local_rank} has no GPU of its own ({torch.cuda.device_count()} visible); "
+                "NCCL needs one GPU per rank")
+    return None
+
+
+def _loopback_interface() -> str | None:
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except (OSError, AttributeError):
+        return None
+    for name in ("lo", "lo0"):
+        if name in names:
+            return name
+    return None
+
+
+class TorchDistComm:
+    """:class:`lzkernel.CommBackend` over a ``torch.distributed`` process group.
+
+    Args:
+        backend: ``"gloo"`` or ``"nccl"``.
+        timeout_s: deadline of the rendezvous and of every collective.
+        env: where to read torchrun's variables (default ``os.environ``).
+        store, rank, world_size: initialise from an explicit ``torch.distributed.Store`` instead
+            of the environment (tests).
+    """
+
+    def __init__(self, backend: str, *, timeout_s: float = 300.0, env: dict[str, str] | None = None,
+                 store: Any = None, rank: int | None = None, world_size: int | None = None) -> None:
+        import torch.distributed as dist
+
+        if backend not in ("gloo", "nccl"):
+            raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+        self.backend = backend
+        self.timeout_s = float(timeout_s)
+        self.timer = CommTimer()
+        self._owned = False
+        env = dict(os.environ if env is None else env)
+        if not dist.is_available():
+            raise ConfigError(f"comm.name={backend}: this torch build has no torch.distributed")
+        local_rank = int(env.get("LOCAL_RANK", "0") or 0)
+        if backend == "nccl":
+            reason = nccl_unavailable_reason(local_rank)
+            if reason is not None:
+                raise ConfigError(f"comm.name=nccl: NCCL is unavailable ({reason}); use comm.name=gloo "
+                                  f"(CPU collectives) instead")
+        elif not dist.is_gloo_available():
+            raise ConfigError(f"comm.name=gloo: this torch build ({torch.__version__}) has no gloo")
+
+        if dist.is_initialized():
+            # Someone (a launcher, a test harness) already made the default group: use it, leave it.
+            if dist.get_backend() != backend:
+                raise ConfigError(f"comm.name={backend}: a '{dist.get_backend()}' process group is already "
+                                  "initialised in this process")
+        else:
+            kwargs: dict[str, Any] = {"timeout": timedelta(seconds=self.timeout_s)}
+            if store is not None:
+                if rank is None or world_size is None:
+                    raise ValueError("store= needs rank= and world_size=")
+                kwargs.update(store=store, rank=int(rank), world_size=int(world_size))
+            else:
+                missing = [v for v in ENV_VARS if not env.get(v)]
+                if missing:
+                    raise ConfigError(
+                        f"comm.name={backend} initialises from torchrun's environment, but "
+                        f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set; launch with: "
+                        f"{LAUNCH_HINT}")
+                kwargs["init_method"] = "env://"
+                if backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ and self._single_node(env):
+                    lo = _loopback_interface()
+                    if lo is not None:
+                        os.environ["GLOO_SOCKET_IFNAME"] = lo  # keep gloo's pairs on loopback
+            if backend == "nccl":
+                torch.cuda.set_device(local_rank)
+                kwargs["device_id"] = torch.device("cuda", local_rank)
+            try:
+                dist.init_process_group(backend, **kwargs)
+            except (RuntimeError, ValueError, OSError) as exc:  # DistNetworkError, DistStoreError: RuntimeError
+                raise RuntimeError(f"comm.name={backend}: process group initialisation failed within "
+                                   f"{self.timeout_s:g} s: {type(exc).__name__}: {exc}") from exc
+            self._owned = True
+            atexit.register(self.close)
+        self.rank = int(dist.get_rank())
+        self.world_size = int(dist.get_world_size())
+        self.local_rank = local_rank
+        self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+        self._dist = dist
+
+    @staticmethod
+    def _single_node(env: dict[str, str]) -> bool:
+        lws, ws = env.get("LOCAL_WORLD_SIZE"), env.get("WORLD_SIZE")
+        if lws and ws:
+            return lws == ws
+        return env.get("MASTER_ADDR", "") in ("localhost", "127.0.0.1", "::1")
+
+    # -- counters ------------------------------------------------------------------------------
+    @property
+    def seconds(self) -> float:
+        """Seconds spent in collectives so far (``time/comm_s``)."""
+        return self.timer.seconds
+
+    @property
+    def calls(self) -> int:
+        return self.timer.calls
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # -- transport helpers ---------------------------------------------------------------------
+    def _to_transport(self, tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.device == self.device and tensor.is_contiguous():
+            return tensor
+        return tensor.detach().to(self.device).contiguous()
+
+    @staticmethod
+    def _back(tensor: torch.Tensor, moved: torch.Tensor) -> torch.Tensor:
+        if moved is not tensor:
+            with torch.no_grad():
+                tensor.copy_(moved)
+        return tensor
+
+    # -- collectives ---------------------------------------------------------------------------
+    def barrier(self) -> None:
+        with self.timer.timed():
+            if self.backend == "nccl":
+                self._dist.barrier(device_ids=[self.local_rank])
+            else:
+                self._dist.barrier()
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        check_tensor(tensor, "all_reduce_sum")
+        with self.timer.timed():
+            t = self._to_transport(tensor)
+            self._dist.all_reduce(t, op=self._dist.ReduceOp.SUM)
+            return self._back(tensor, t)
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        check_tensor(tensor, "broadcast")
+        check_src(src, self.world_size, "broadcast")
+        with self.timer.timed():
+            t = self._to_transport(tensor)
+            self._dist.broadcast(t, src=src)
+            return self._back(tensor, t)
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """``src``'s plain value as JSON bytes: one fixed-size frame, a second for long payloads.
+        No pickle crosses the wire."""
+        check_src(src, self.world_size, "broadcast_object")
+        with self.timer.timed():
+            frame = torch.zeros(_FRAME, dtype=torch.uint8)
+            data = b""
+            if self.rank == src:
+                data = encode_object(obj)
+                head = struct.pack("<q", len(data)) + data[:_FRAME - 8]
+                frame[:len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8)
+            t = self._to_transport(frame)
+            self._dist.broadcast(t, src=src)
+            raw = t.cpu().numpy().tobytes()
+            (length,) = struct.unpack("<q", raw[:8])
+            if length > _FRAME - 8:
+                rest = torch.zeros(length - (_FRAME - 8), dtype=torch.uint8)
+                if self.rank == src:
+                    rest.copy_(torch.frombuffer(bytearray(data[_FRAME - 8:]), dtype=torch.uint8))
+                r = self._to_transport(rest)
+                self._dist.broadcast(r, src=src)
+                payload = raw[8:] + r.cpu().numpy().tobytes()
+            else:
+                payload = raw[8:8 + length]
+        return obj if self.rank == src else decode_object(payload)
+
+    def gather(self, tensor: torch.Tensor, dst: int = 0) -> list[torch.Tensor] | None:
+        """Every rank's ``tensor`` (same shape and dtype everywhere) on ``dst``; None elsewhere."""
+        check_tensor(tensor, "gather")
+        check_src(dst, self.world_size, "gather")
+        with self.timer.timed():
+            t = self._to_transport(tensor)
+            out = [torch.empty_like(t) for _ in range(self.world_size)] if self.rank == dst else None
+            self._dist.gather(t, gather_list=out, dst=dst)
+            return [o.to(tensor.device) for o in out] if out is not None else None
+
+    def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
+        """Every rank's plain value on ``dst`` (as JSON; lengths first, then padded payloads)."""
+        check_src(dst, self.world_size, "gather_object")
+        check_plain(obj)
+        data = encode_object(obj)
+        with self.timer.timed():
+            lengths = torch.zeros(self.world_size, dtype=torch.int64)
+            lengths[self.rank] = len(data)
+            self.all_reduce_sum(lengths)
+            width = int(lengths.max())
+            buf = torch.zeros(width, dtype=torch.uint8)
+            if data:
+                buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            parts = self.gather(buf, dst=dst)
+        if parts is None:
+            return None
+        return [decode_object(p[:int(lengths[r])].cpu().numpy().tobytes()) for r, p in enumerate(parts)]
+
+    def average_gradients(self, parameters: Iterable[torch.Tensor]) -> None:
+        """Average ``p.grad`` over ranks, coalesced into one all-reduce per dtype (see
+        :func:`lzk_comm.common.average_gradients`)."""
+        with self.timer.timed():
+            average_gradients(parameters, self.world_size, self.all_reduce_sum)
+
+    def close(self) -> None:
+        """Destroy the process group this backend created (idempotent; safe after a failure)."""
+        if self._owned:
+            self._owned = False
+            try:
+                if self._dist.is_initialized():
+                    self._dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - a dead peer must not mask the original error
+                pass

@@ -1,0 +1,237 @@
+"""Test-only plugin: tiny fake env/policy/buffer/collector/evaluator for running the *real* loop
+skeleton (and the real ReZero trainer, replay_ratio schedule, run context and comm backend)
+with several ranks as threads (``comm.name=threads``).
+
+* the collector of rank r collects ``base + r * extra`` transitions per collect, so ranks
+  disagree on every local count;
+* the policy owns a real torch model with BatchNorm whose initial weights depend on the rank
+  (the trainer must broadcast rank 0's), and its ``learn`` averages real gradients through
+  ``run.comm.average_gradients`` on a rank-specific batch;
+* the evaluator (rank 0) reports ``eval/return_mean = train_iter``;
+* ``signal_rank``/``signal_epoch`` set ``run.stop_requested`` on one rank only;
+  ``fault_rank``/``fault_at_learn`` make one rank's ``learn`` raise.
+
+Every fake records what it did in ``log`` so a test can compare ranks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from lzkernel import Component, hookimpl, option
+
+
+@dataclass
+class FakeEnvConfig:
+    obs_dim: int = option(3, doc="Observation size.", min=1)
+
+
+@dataclass
+class FakePolicyConfig:
+    batch_size: int = option(8, doc="Batch size.", min=1)
+    unroll_steps: int = option(1, doc="K.", min=0)
+    td_steps: int = option(1, doc="n.", min=1)
+    discount: float = option(0.99, doc="Discount.")
+    target_update_freq: int = option(2, doc="Target update period.", min=1)
+    lr: float = option(0.1, doc="SGD step size.")
+    fault_rank: int = option(-1, doc="Rank whose learn raises (-1: none).")
+    fault_at_learn: int = option(3, doc="Learn call that raises.", min=1)
+
+
+@dataclass
+class FakeCollectorConfig:
+    base: int = option(5, doc="Transitions rank 0 collects per collect.", min=0)
+    extra: int = option(4, doc="Rank r collects base + r * extra.", min=0)
+    signal_rank: int = option(-1, doc="Rank that receives a 'signal' (-1: none).")
+    signal_epoch: int = option(2, doc="Collect call after which it is received.", min=0)
+
+
+@dataclass
+class FakeEvaluatorConfig:
+    every_train_iters: int = option(4, doc="Evaluate every this many train iterations.", min=1)
+    stop_value: float = option(1e9, doc="Stop when train_iter (the fake return) reaches this.")
+
+
+def _env(cfg: FakeEnvConfig, run: Any) -> Any:
+    return SimpleNamespace(id="fake", obs_shape=(cfg.obs_dim,), num_actions=2, two_player=False,
+                           truncation_as_terminal=False)
+
+
+class FakePolicy:
+    def __init__(self, cfg: FakePolicyConfig, run: Any, env_spec: Any) -> None:
+        import torch
+        from torch import nn
+
+        self.cfg, self.run = cfg, run
+        gen = torch.Generator().manual_seed(1000 + run.rank)  # rank-dependent on purpose
+        self.model = nn.Sequential(nn.Linear(env_spec.obs_shape[0], 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen))
+        self.target_model = nn.Sequential(nn.Linear(env_spec.obs_shape[0], 4), nn.BatchNorm1d(4), nn.ReLU(),
+                                          nn.Linear(4, 1)).eval()
+        self.target_model.load_state_dict(self.model.state_dict())
+        self.target_version = 0
+        self.learn_calls = 0
+        self.rng = np.random.default_rng(run.seed("policy", run.rank))
+        self.average = run.comm.average_gradients if run.world_size > 1 else None
+        self.weights_changed = 0
+
+    def mark_weights_changed(self) -> None:
+        self.weights_changed += 1
+
+    def value_fn(self, obs: Any) -> Any:
+        return np.zeros(len(obs), dtype=np.float32)
+
+    def reanalyze_fn(self, *args: Any) -> Any:
+        raise AssertionError("the fake buffer does not call reanalyze_fn")
+
+    def learn(self, batch: Any) -> tuple[dict[str, float], Any]:
+        import torch
+
+        self.learn_calls += 1
+        if self.run.rank == self.cfg.fault_rank and self.learn_calls == self.cfg.fault_at_learn:
+            raise ValueError(f"fake learn failed on call {self.learn_calls}")
+        x = torch.from_numpy(self.rng.normal(size=(self.cfg.batch_size, 3)).astype(np.float32))
+        self.model.train()
+        loss = self.model(x).pow(2).mean()
+        for p in self.model.parameters():
+            p.grad = None
+        loss.backward()
+        if self.average is not None:
+            self.average([p for p in self.model.parameters()])
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p -= self.cfg.lr * p.grad
+        if self.learn_calls % self.cfg.target_update_freq == 0:
+            self.target_model.load_state_dict(self.model.state_dict())
+            self.target_version += 1
+        return {"train/loss": float(loss.detach())}, np.ones(len(batch.indices), dtype=np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "target_model": self.target_model.state_dict(),
+                "learn_calls": self.learn_calls}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.target_model.load_state_dict(state["target_model"])
+        self.learn_calls = int(state["learn_calls"])
+
+
+class FakeBuffer:
+    def __init__(self) -> None:
+        self.num_transitions = 0
+        self.reanalyses = 0
+        self.samples = 0
+
+    def push(self, trajectories: list[Any]) -> int:
+        n = sum(len(t) for t in trajectories)
+        self.num_transitions += n
+        return n
+
+    def trim(self) -> None:
+        pass
+
+    def sample(self, batch_size: int, rng: np.random.Generator, value_fn: Any) -> Any:
+        self.samples += 1
+        return SimpleNamespace(indices=rng.integers(0, self.num_transitions, size=batch_size))
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        pass
+
+    def reanalyze(self, fn: Any) -> dict[str, float]:
+        self.reanalyses += 1
+        return {"roots": float(self.num_transitions)}
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"n": self.num_transitions, "reanalyses": self.reanalyses}, {"fill": np.arange(self.num_transitions)}
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, Any]) -> None:
+        self.num_transitions = int(meta["n"])
+        self.reanalyses = int(meta["reanalyses"])
+        assert len(arrays["fill"]) == self.num_transitions
+
+
+class FakeCollector:
+    def __init__(self, cfg: FakeCollectorConfig, run: Any) -> None:
+        self.cfg, self.run = cfg, run
+        self.calls = 0
+        self.total = 0
+
+    def collect(self, policy: Any, *, temperature: float = 1.0, epsilon: float = 0.0,
+                random_policy: bool = False, n_episode: int | None = None) -> tuple[list[Any], dict[str, float]]:
+        self.calls += 1
+        n = self.cfg.base + self.run.rank * self.cfg.extra
+        self.total += n
+        if self.run.rank == self.cfg.signal_rank and self.calls == self.cfg.signal_epoch:
+            self.run.stop_requested = True  # as the SIGTERM handler would, on this rank only
+        return [range(n)], {"collect/transitions": float(n)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total_env_steps": self.total, "calls": self.calls}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.total, self.calls = int(state["total_env_steps"]), int(state["calls"])
+
+
+class FakeEvaluator:
+    def __init__(self, cfg: FakeEvaluatorConfig, run: Any) -> None:
+        self.cfg, self.run = cfg, run
+        self.last = -1
+        self.best = -float("inf")
+
+    def should_eval(self, train_iter: int) -> bool:
+        if train_iter - self.last >= self.cfg.every_train_iters or self.last < 0:
+            self.last = train_iter
+            return True
+        return False
+
+    def evaluate(self, policy: Any) -> dict[str, float]:
+        return {"eval/return_mean": float(self.run.train_iter)}
+
+    def is_best(self, mean: float) -> bool:
+        if mean > self.best:
+            self.best = mean
+            return True
+        return False
+
+    def reached(self, mean: float) -> bool:
+        return mean >= self.cfg.stop_value
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last": self.last}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.last = int(state["last"])
+
+
+@hookimpl
+def lzkernel_register_envs() -> list[Component]:
+    return [Component("fake", factory=_env, config=FakeEnvConfig, doc="test")]
+
+
+@hookimpl
+def lzkernel_register_policies() -> list[Component]:
+    return [Component("fake", factory=lambda cfg, run, env_spec: FakePolicy(cfg, run, env_spec),
+                      config=FakePolicyConfig, doc="test")]
+
+
+@hookimpl
+def lzkernel_register_buffers() -> list[Component]:
+    return [Component("fake", factory=lambda cfg, run, **kw: FakeBuffer(), config=None, doc="test")]
+
+
+@hookimpl
+def lzkernel_register_collectors() -> list[Component]:
+    return [Component("fake", factory=lambda cfg, run, **kw: FakeCollector(cfg, run), config=FakeCollectorConfig,
+                      doc="test")]
+
+
+@hookimpl
+def lzkernel_register_evaluators() -> list[Component]:
+    return [Component("fake", factory=lambda cfg, run, **kw: FakeEvaluator(cfg, run), config=FakeEvaluatorConfig,
+                      doc="test")]
+

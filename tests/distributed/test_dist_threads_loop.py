@@ -1,0 +1,128 @@
+"""Done-when 1: the update schedule and the stop decisions under the in-process ``threads``
+backend with 4 ranks that collect different numbers of transitions.
+
+Each rank runs the real kernel path (RunContext → comm → ReZero trainer on the loop skeleton →
+replay_ratio schedule) in its own thread; only env/policy/buffer/collector/evaluator are fakes
+(``lzk_fakes``). The fake policy averages real gradients each update, so any disagreement on
+the number of updates would make ranks call different collectives, which the threads backend
+turns into an immediate error instead of a hang.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from lzk_comm.threads import RankFailed, run_ranks
+from lzkernel.config.loader import load_config
+from lzkernel.pluginmanager import Kernel
+from lzkernel.run import RunContext
+
+W = 4
+
+
+def _config(tmp_path: Path, **sections: dict[str, Any]) -> Path:
+    tree: dict[str, Any] = {
+        "run": {"seed": 3, "out_dir": str(tmp_path / "run"), "max_env_steps": 10**6, "max_train_iters": 10**6,
+                "checkpoint_every": 0, "log_every": 2, "progress": False, "threads": 1},
+        "trainer": {"name": "rezero", "buffer_reanalyze_freq": 1.0, "reanalyze_min_transitions": 12,
+                    "eval_at_start": True},
+        "env": {"name": "fake"},
+        "policy": {"name": "fake", "batch_size": 8},
+        "buffer": {"name": "fake"},
+        "collector": {"name": "fake", "base": 5, "extra": 4},
+        "evaluator": {"name": "fake", "every_train_iters": 4},
+        "update_schedule": {"name": "replay_ratio", "ratio": 0.1, "min_updates": 1},
+        "comm": {"name": "threads"},
+    }
+    for role, values in sections.items():
+        tree[role].update(values)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, **sections: dict[str, Any]) -> list[dict]:
+    kernel = Kernel(["lzk_fakes"])
+    kernel.raise_on_errors()
+    config = load_config(_config(tmp_path, **sections), list(overrides), kernel.registry)
+
+    def rank_main(comm: Any) -> dict[str, Any]:
+        run = RunContext(kernel, config, argv=["test"])
+        with run:
+            assert run.comm is comm and run.rank == comm.rank and run.world_size == W
+            trainer = run.build("trainer")
+            trainer.train()
+        p = trainer.policy
+        return {
+            "train_iter": run.train_iter, "env_steps": run.env_steps, "epoch": trainer.epoch,
+            "learn_calls": p.learn_calls, "reanalyses": trainer.buffer.reanalyses,
+            "collected": trainer.collector.total, "buffer": trainer.buffer.num_transitions,
+            "stop_requested": run.stop_requested, "run_dir": run.dir, "last_eval": trainer.last_eval,
+            "params": [t.detach().clone() for t in p.model.parameters()],
+            "buffers": [t.detach().clone() for t in p.model.buffers()],
+            "target": [t.detach().clone() for t in p.target_model.state_dict().values()],
+            "comm_seconds": comm.seconds,
+        }
+
+    return run_ranks(W, rank_main, timeout_s=timeout_s)
+
+
+def _agree(results: list[dict], *keys: str) -> None:
+    for key in keys:
+        values = [r[key] for r in results]
+        assert len(set(values)) == 1, f"ranks disagree on {key}: {values}"
+
+
+def _identical_weights(results: list[dict]) -> None:
+    for key in ("params", "buffers", "target"):
+        for r in results[1:]:
+            assert all(torch.equal(a, b) for a, b in zip(results[0][key], r[key])), f"{key} differ across ranks"
+
+
+def test_update_count_and_stop_after_eval_agree(tmp_path: Path) -> None:
+    """Ranks collect 5/9/13/17 transitions per collect; rank 0's evaluation stops the run."""
+    res = _train(tmp_path, evaluator={"stop_value": 10})
+    assert [r["collected"] // (r["epoch"] or 1) for r in res] == [5, 9, 13, 17]  # local counts differ
+    _agree(res, "train_iter", "env_steps", "epoch", "learn_calls", "reanalyses")
+    # replay_ratio on the summed count: int(44 * 0.1) = 4 updates per epoch on every rank; the
+    # first epoch trains nobody (rank 0 holds 5 <= batch_size 8 transitions although rank 3 is ready).
+    assert res[0]["env_steps"] == 44 * res[0]["epoch"]
+    assert res[0]["train_iter"] == 4 * (res[0]["epoch"] - 1)
+    # Evaluations at 0, 4, 8, 12: the fake return reaches 10 at train_iter 12, decided on rank 0.
+    assert res[0]["train_iter"] == 12 and res[0]["last_eval"] == 12.0
+    assert all(r["last_eval"] is None for r in res[1:])  # only rank 0 evaluates
+    # Reanalysis follows rank 0's buffer (> 12 transitions from its 3rd collect: epochs 2 and 3),
+    # not each rank's own (rank 3 holds 17 from the start and would reanalyse in all 4 epochs).
+    assert res[0]["epoch"] == 4 and res[0]["reanalyses"] == 2
+    # Weights: rank-dependent initialisation was replaced by rank 0's; BN statistics averaged.
+    _identical_weights(res)
+    assert res[0]["run_dir"] == tmp_path / "run" and all(r["run_dir"] is None for r in res[1:])
+    assert (tmp_path / "run" / "metrics.jsonl").is_file()
+
+
+def test_stop_on_budget_agrees(tmp_path: Path) -> None:
+    res = _train(tmp_path, ["run.max_env_steps=150"])
+    _agree(res, "train_iter", "env_steps", "epoch", "learn_calls")
+    assert res[0]["env_steps"] == 176 and res[0]["epoch"] == 4  # 44 per epoch: the first >= 150
+    _identical_weights(res)
+
+
+def test_a_signal_on_one_rank_stops_every_rank(tmp_path: Path) -> None:
+    """SIGTERM seen by rank 2 only (after its 3rd collect): every rank leaves after that epoch."""
+    res = _train(tmp_path, ["collector.signal_rank=2", "collector.signal_epoch=3"])
+    _agree(res, "train_iter", "env_steps", "epoch", "learn_calls")
+    assert res[0]["epoch"] == 3
+    assert [r["stop_requested"] for r in res] == [False, False, True, False]
+
+
+def test_one_rank_raising_releases_the_others(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(RankFailed, match=r"^rank 3: ValueError: fake learn failed on call 3") as info:
+        _train(tmp_path, ["policy.fault_rank=3"], timeout_s=20)
+    assert time.monotonic() - t0 < 10  # released at once, not after the 20 s deadline
+    assert info.value.rank == 3 and isinstance(info.value.__cause__, ValueError)
