@@ -8,6 +8,7 @@ from lzkernel.component import ROLES, Component
 from lzkernel.config.schema import option
 from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError
 from lzkernel.hookspecs import hookimpl, hookspec
+from lzkernel.seeding import generator_state, set_generator_state
 from lzkernel.roles import (
     ActingPolicy,
     ActResult,
@@ -39,6 +40,8 @@ __all__ = [
     "UpdateSchedule",
     "VectorEnv",
     "__version__",
+    "generator_state",
+    "set_generator_state",
     "hookimpl",
     "hookspec",
     "option",

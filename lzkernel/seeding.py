@@ -57,3 +57,25 @@ def set_rng_state(state: dict[str, object]) -> None:
     n = state["numpy"]
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))  # type: ignore[index]
     torch.set_rng_state(state["torch"])  # type: ignore[arg-type]
+
+
+def generator_state(rng: np.random.Generator) -> dict[str, object]:
+    """A ``numpy.random.Generator``'s state as checkpoint-safe plain values: the 128-bit PCG64
+    words become decimal strings, so ``torch.load(weights_only=True)`` accepts them anywhere."""
+    state = rng.bit_generator.state
+    return {
+        "bit_generator": state["bit_generator"],
+        "state": {k: str(v) for k, v in state["state"].items()},
+        "has_uint32": int(state["has_uint32"]),
+        "uinteger": int(state["uinteger"]),
+    }
+
+
+def set_generator_state(rng: np.random.Generator, saved: dict[str, object]) -> None:
+    """Restore what :func:`generator_state` returned."""
+    rng.bit_generator.state = {
+        "bit_generator": saved["bit_generator"],
+        "state": {k: int(v) for k, v in saved["state"].items()},  # type: ignore[union-attr]
+        "has_uint32": int(saved["has_uint32"]),  # type: ignore[arg-type]
+        "uinteger": int(saved["uinteger"]),  # type: ignore[arg-type]
+    }

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from lzk_loop import ranks
-from lzkernel import ConfigError, option
+from lzkernel import ConfigError, generator_state, option, set_generator_state
 
 
 @dataclass
@@ -302,7 +302,7 @@ class LoopTrainer:
             "policy": self.policy.state_dict(),
             "collector": self.collector.state_dict(),
             "epoch": self.epoch,
-            "sample_rng": self.sample_rng.bit_generator.state,
+            "sample_rng": generator_state(self.sample_rng),
             "timer": dict(self.timer.total),
             "world_size": self.run.world_size,
             **self.extra_state(),
@@ -335,12 +335,12 @@ class LoopTrainer:
     def _rank_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """This rank's own state (plain values, numpy arrays): what differs between ranks."""
         plain: dict[str, Any] = {
-            "sample_rng": self.sample_rng.bit_generator.state,
+            "sample_rng": generator_state(self.sample_rng),
             "collector": self.collector.state_dict(),
         }
         policy_rng = getattr(self.policy, "rng", None)
         if isinstance(policy_rng, np.random.Generator):
-            plain["policy_rng"] = policy_rng.bit_generator.state
+            plain["policy_rng"] = generator_state(policy_rng)
         arrays: dict[str, Any] = {}
         if self.run.cfg.save_buffer:
             meta, buf_arrays = self.buffer.state_dict()
@@ -367,7 +367,7 @@ class LoopTrainer:
         if self.evaluator is not None and "evaluator" in state:
             self.evaluator.load_state_dict(state["evaluator"])
         self.epoch = int(state["epoch"])
-        self.sample_rng.bit_generator.state = state["sample_rng"]
+        set_generator_state(self.sample_rng, state["sample_rng"])
         for k, v in state.get("timer", {}).items():
             self.timer.total[k] = float(v)
         rank_states = state.get("ranks") or []
@@ -393,11 +393,11 @@ class LoopTrainer:
             if isinstance(policy_rng, np.random.Generator):
                 self.policy.rng = run.rng("policy", run.rank, "resume", run.train_iter)
             return
-        self.sample_rng.bit_generator.state = mine["sample_rng"]
+        set_generator_state(self.sample_rng, mine["sample_rng"])
         self.collector.load_state_dict(mine["collector"])
         policy_rng = getattr(self.policy, "rng", None)
         if "policy_rng" in mine and isinstance(policy_rng, np.random.Generator):
-            policy_rng.bit_generator.state = mine["policy_rng"]
+            set_generator_state(policy_rng, mine["policy_rng"])
         if "buffer_meta" in mine:
             prefix = f"rank{run.rank}/buffer/"
             buf = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}

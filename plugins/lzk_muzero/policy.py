@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from lzkernel import ActResult
+from lzkernel import ActResult, generator_state, set_generator_state
 from lzk_muzero.config import MuZeroPolicyConfig
 from lzk_muzero.inference import SearchNetwork
 from lzk_muzero.learner import Learner
@@ -273,15 +273,11 @@ class MuZeroPolicy:
         """Model, target model, optimizer, learner step count (the LR schedule is a function of it)
         and the policy RNG state: tensors and plain Python values, loadable with
         ``torch.load(weights_only=True)``."""
-        rng_state = self.rng.bit_generator.state
         return {
             "model": self.model.state_dict(),
             "target_model": self.target_model.state_dict(),
             "learner": self.learner.state_dict(),
-            # 128-bit PCG64 words as decimal strings: plain values, whatever the unpickler allows.
-            "rng": {"bit_generator": rng_state["bit_generator"],
-                    "state": {k: str(v) for k, v in rng_state["state"].items()},
-                    "has_uint32": int(rng_state["has_uint32"]), "uinteger": int(rng_state["uinteger"])},
+            "rng": generator_state(self.rng),  # plain values: loads with weights_only=True
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -290,9 +286,5 @@ class MuZeroPolicy:
         self.learner.load_state_dict(state["learner"])
         rng = state.get("rng")
         if rng is not None:
-            self.rng.bit_generator.state = {
-                "bit_generator": rng["bit_generator"],
-                "state": {k: int(v) for k, v in rng["state"].items()},
-                "has_uint32": int(rng["has_uint32"]), "uinteger": int(rng["uinteger"]),
-            }
+            set_generator_state(self.rng, rng)
         self.mark_weights_changed()

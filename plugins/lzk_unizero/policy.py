@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from lzkernel import ActResult
+from lzkernel import ActResult, generator_state, set_generator_state
 from lzk_muzero.models import stacked_obs_shape
 from lzk_muzero.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
@@ -166,14 +166,11 @@ class UniZeroPolicy:
         return self.learner.step(batch)
 
     def state_dict(self) -> dict[str, Any]:
-        rng_state = self.rng.bit_generator.state
         return {
             "model": self.model.state_dict(),
             "target_model": self.target_model.state_dict(),
             "learner": self.learner.state_dict(),
-            "rng": {"bit_generator": rng_state["bit_generator"],
-                    "state": {k: str(v) for k, v in rng_state["state"].items()},
-                    "has_uint32": int(rng_state["has_uint32"]), "uinteger": int(rng_state["uinteger"])},
+            "rng": generator_state(self.rng),  # plain values: loads with weights_only=True
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -182,6 +179,4 @@ class UniZeroPolicy:
         self.learner.load_state_dict(state["learner"])
         rng = state.get("rng")
         if rng is not None:
-            self.rng.bit_generator.state = {
-                "bit_generator": rng["bit_generator"], "state": {k: int(v) for k, v in rng["state"].items()},
-                "has_uint32": int(rng["has_uint32"]), "uinteger": int(rng["uinteger"])}
+            set_generator_state(self.rng, rng)
