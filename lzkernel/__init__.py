@@ -4,6 +4,7 @@ The public API a plugin author needs. Importing this package does not import tor
 """
 from __future__ import annotations
 
+from lzkernel.collectives import all_reduce_mean_tensors, broadcast_tensors
 from lzkernel.component import ROLES, Component
 from lzkernel.config.schema import option
 from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError
@@ -40,6 +41,8 @@ __all__ = [
     "UpdateSchedule",
     "VectorEnv",
     "__version__",
+    "all_reduce_mean_tensors",
+    "broadcast_tensors",
     "generator_state",
     "set_generator_state",
     "hookimpl",

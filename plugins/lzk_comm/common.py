@@ -1,5 +1,6 @@
-"""Pieces every multi-rank backend shares: coalesced gradient averaging, coalesced
-parameter broadcast, the plain-object codec, and the collective-time counter.
+"""Pieces every multi-rank backend shares: coalesced gradient averaging, the plain-object codec,
+and the collective-time counter (coalesced broadcast and mean live in
+:mod:`lzkernel.collectives`, which trainers use too).
 
 Each helper is written against the :class:`lzkernel.CommBackend` collectives only, so a backend
 gets them by providing ``all_reduce_sum`` and ``broadcast``.
@@ -39,6 +40,28 @@ class CommTimer:
             if self._depth == 0:
                 self.seconds += time.perf_counter() - t0
                 self.calls += 1
+
+
+class TimedCommMixin:
+    """What every multi-rank backend exposes besides its collectives: ``is_main`` and the
+    collective-time counters (``seconds`` feeds the loop skeleton's ``time/comm_s``). The backend
+    sets ``self.rank`` and ``self.timer = CommTimer()``."""
+
+    rank: int
+    timer: CommTimer
+
+    @property
+    def seconds(self) -> float:
+        """Seconds spent in collectives so far."""
+        return self.timer.seconds
+
+    @property
+    def calls(self) -> int:
+        return self.timer.calls
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
 
 
 def average_gradients(parameters: Iterable[torch.Tensor], world_size: int,
@@ -82,43 +105,6 @@ def average_gradients(parameters: Iterable[torch.Tensor], world_size: int,
                 else:
                     p.grad.copy_(avg)
             offset += n
-
-
-def broadcast_tensors(tensors: Iterable[torch.Tensor], broadcast: Callable[..., torch.Tensor],
-                      src: int = 0) -> None:
-    """Overwrite every tensor with ``src``'s value using one ``broadcast`` per (dtype, device)."""
-    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-    for t in tensors:
-        groups.setdefault((t.dtype, t.device), []).append(t)
-    for (dtype, device), group in groups.items():
-        flat = torch.cat([t.detach().reshape(-1) for t in group]) if group else torch.zeros(0, dtype=dtype)
-        broadcast(flat, src)
-        offset = 0
-        with torch.no_grad():
-            for t in group:
-                n = t.numel()
-                t.copy_(flat[offset:offset + n].view_as(t))
-                offset += n
-
-
-def all_reduce_mean_tensors(tensors: Iterable[torch.Tensor], world_size: int,
-                            all_reduce_sum: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    """Replace every floating tensor by its mean over ranks (one reduction per dtype); other
-    dtypes (e.g. BatchNorm's ``num_batches_tracked``) are left as they are."""
-    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-    for t in tensors:
-        if t.is_floating_point():
-            groups.setdefault((t.dtype, t.device), []).append(t)
-    for group in groups.values():
-        flat = torch.cat([t.detach().reshape(-1) for t in group])
-        all_reduce_sum(flat)
-        flat.div_(world_size)
-        offset = 0
-        with torch.no_grad():
-            for t in group:
-                n = t.numel()
-                t.copy_(flat[offset:offset + n].view_as(t))
-                offset += n
 
 
 def encode_object(obj: Any) -> bytes:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from lzk_comm.common import CommTimer, average_gradients, decode_object, encode_object
+from lzk_comm.common import CommTimer, TimedCommMixin, average_gradients, decode_object, encode_object
 from lzk_comm.local import check_plain, check_src, check_tensor
 
 _local = threading.local()
@@ -164,7 +164,7 @@ class ThreadGroup:
             raise self._error  # type: ignore[misc]
 
 
-class ThreadComm:
+class ThreadComm(TimedCommMixin):
     """:class:`lzkernel.CommBackend` for rank ``rank`` of a :class:`ThreadGroup`."""
 
     def __init__(self, group: ThreadGroup, rank: int) -> None:
@@ -175,19 +175,6 @@ class ThreadComm:
         self.world_size = group.world_size
         self.timer = CommTimer()
         self._closed = False
-
-    # -- counters (the loop skeleton reports time/comm_s) ---------------------------------------
-    @property
-    def seconds(self) -> float:
-        return self.timer.seconds
-
-    @property
-    def calls(self) -> int:
-        return self.timer.calls
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
     def _check_open(self, op: str) -> None:
         if self._closed:

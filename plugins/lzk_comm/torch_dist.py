@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import torch
 
-from lzk_comm.common import CommTimer, average_gradients, decode_object, encode_object
+from lzk_comm.common import CommTimer, TimedCommMixin, average_gradients, decode_object, encode_object
 from lzk_comm.local import check_plain, check_src, check_tensor
 from lzkernel import ConfigError
 
@@ -60,7 +60,7 @@ def _loopback_interface() -> str | None:
     return None
 
 
-class TorchDistComm:
+class TorchDistComm(TimedCommMixin):
     """:class:`lzkernel.CommBackend` over a ``torch.distributed`` process group.
 
     Args:
@@ -138,20 +138,6 @@ class TorchDistComm:
         if lws and ws:
             return lws == ws
         return env.get("MASTER_ADDR", "") in ("localhost", "127.0.0.1", "::1")
-
-    # -- counters ------------------------------------------------------------------------------
-    @property
-    def seconds(self) -> float:
-        """Seconds spent in collectives so far (``time/comm_s``)."""
-        return self.timer.seconds
-
-    @property
-    def calls(self) -> int:
-        return self.timer.calls
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
     # -- transport helpers ---------------------------------------------------------------------
     def _to_transport(self, tensor: torch.Tensor) -> torch.Tensor:

@@ -8,10 +8,11 @@ so each step is one collective.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Any, Callable
 
 import numpy as np
+
+from lzkernel import all_reduce_mean_tensors, broadcast_tensors
 
 
 def policy_modules(policy: Any) -> list[Any]:
@@ -29,17 +30,8 @@ def policy_modules(policy: Any) -> list[Any]:
 def broadcast_initial_weights(comm: Any, policy: Any) -> None:
     """Every rank starts from rank 0's parameters and buffers (torch is seeded identically on
     every rank, so this is a safety net against rank-dependent construction)."""
-    import torch
-
-    tensors = [t for m in policy_modules(policy) for t in (*m.parameters(), *m.buffers())]
-    groups: dict[Any, list[Any]] = defaultdict(list)
-    for t in tensors:
-        groups[(t.dtype, t.device)].append(t)
-    with torch.no_grad():
-        for group in groups.values():
-            flat = torch.cat([t.detach().reshape(-1) for t in group])
-            comm.broadcast(flat, 0)
-            unflatten(flat, group)
+    broadcast_tensors([t for m in policy_modules(policy) for t in (*m.parameters(), *m.buffers())],
+                      comm.broadcast, 0)
     mark = getattr(policy, "mark_weights_changed", None)
     if callable(mark):
         mark()
@@ -55,29 +47,19 @@ def sync_buffers(comm: Any, world_size: int, policy: Any, target_version_before:
     if not mods:
         return
     model = mods[0]
-    floats = [b for b in model.buffers() if b.is_floating_point()]
-    if not floats:
+    all_reduce_mean_tensors(model.buffers(), world_size, comm.all_reduce_sum)
+    target = getattr(policy, "target_model", None)
+    if not isinstance(target, torch.nn.Module) or target is model:
         return
-    with torch.no_grad():
-        flat = torch.cat([b.detach().reshape(-1) for b in floats])
-        comm.all_reduce_sum(flat)
-        flat.div_(world_size)
-        unflatten(flat, floats)
-        target = getattr(policy, "target_model", None)
-        if isinstance(target, torch.nn.Module) and target is not model:
-            version = getattr(policy, "target_version", None)
-            if version is None:  # unknown policy: average the target's buffers as well
-                tfloats = [b for b in target.buffers() if b.is_floating_point()]
-                if tfloats:
-                    tflat = torch.cat([b.detach().reshape(-1) for b in tfloats])
-                    comm.all_reduce_sum(tflat)
-                    tflat.div_(world_size)
-                    unflatten(tflat, tfloats)
-            elif version != target_version_before:
-                online = dict(model.named_buffers())
-                for name, b in target.named_buffers():
-                    if b.is_floating_point() and name in online:
-                        b.copy_(online[name])
+    version = getattr(policy, "target_version", None)
+    if version is None:  # unknown policy: average the target's buffers as well
+        all_reduce_mean_tensors(target.buffers(), world_size, comm.all_reduce_sum)
+    elif version != target_version_before:
+        online = dict(model.named_buffers())
+        with torch.no_grad():
+            for name, b in target.named_buffers():
+                if b.is_floating_point() and name in online:
+                    b.copy_(online[name])
 
 
 def gather_rank_states(run: Any, rank_state: Callable[[], tuple[dict[str, Any], dict[str, Any]]]
@@ -114,11 +96,3 @@ def gather_rank_states(run: Any, rank_state: Callable[[], tuple[dict[str, Any], 
             received.append((header["plain"], got))
     return received
 
-
-def unflatten(flat: Any, tensors: list[Any]) -> None:
-    """Copy consecutive slices of ``flat`` back into ``tensors`` (in place)."""
-    offset = 0
-    for t in tensors:
-        n = t.numel()
-        t.copy_(flat[offset:offset + n].view_as(t))
-        offset += n

@@ -309,12 +309,19 @@ class LoopTrainer:
         }
         if self.evaluator is not None:
             state["evaluator"] = self.evaluator.state_dict()
-        arrays: dict[str, Any] = {}
-        if self.run.cfg.save_buffer:
-            meta, buf_arrays = self.buffer.state_dict()
-            state["buffer_meta"] = meta
-            arrays = {f"buffer/{k}": v for k, v in buf_arrays.items()}
-        return state, arrays
+        return state, self._buffer_state(state)
+
+    def _buffer_state(self, into: dict[str, Any]) -> dict[str, Any]:
+        """With ``run.save_buffer``: put the buffer's meta into ``into`` and return its arrays
+        under ``buffer/``; otherwise no arrays."""
+        if not self.run.cfg.save_buffer:
+            return {}
+        meta, buf_arrays = self.buffer.state_dict()
+        into["buffer_meta"] = meta
+        return {f"buffer/{k}": v for k, v in buf_arrays.items()}
+
+    def _load_buffer(self, meta: dict[str, Any], arrays: dict[str, Any], prefix: str = "buffer/") -> None:
+        self.buffer.load_state_dict(meta, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
 
     def _save(self) -> None:
         t0 = time.perf_counter()
@@ -341,12 +348,7 @@ class LoopTrainer:
         policy_rng = getattr(self.policy, "rng", None)
         if isinstance(policy_rng, np.random.Generator):
             plain["policy_rng"] = generator_state(policy_rng)
-        arrays: dict[str, Any] = {}
-        if self.run.cfg.save_buffer:
-            meta, buf_arrays = self.buffer.state_dict()
-            plain["buffer_meta"] = meta
-            arrays = {f"buffer/{k}": v for k, v in buf_arrays.items()}
-        return plain, arrays
+        return plain, self._buffer_state(plain)
 
     def _send_rank_states(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         return ranks.gather_rank_states(self.run, self._rank_state)
@@ -373,8 +375,7 @@ class LoopTrainer:
         rank_states = state.get("ranks") or []
         own = rank_states[run.rank - 1] if 0 < run.rank <= len(rank_states) else None
         if "buffer_meta" in state and not (own and "buffer_meta" in own):
-            buf = {k[len("buffer/"):]: v for k, v in arrays.items() if k.startswith("buffer/")}
-            self.buffer.load_state_dict(state["buffer_meta"], buf)
+            self._load_buffer(state["buffer_meta"], arrays)
         if run.rank > 0:
             self._load_rank_state(own, arrays)
         self.load_extra_state(state)
@@ -399,7 +400,5 @@ class LoopTrainer:
         if "policy_rng" in mine and isinstance(policy_rng, np.random.Generator):
             set_generator_state(policy_rng, mine["policy_rng"])
         if "buffer_meta" in mine:
-            prefix = f"rank{run.rank}/buffer/"
-            buf = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-            self.buffer.load_state_dict(mine["buffer_meta"], buf)
+            self._load_buffer(mine["buffer_meta"], arrays, prefix=f"rank{run.rank}/buffer/")
 

@@ -16,6 +16,18 @@ from dataclasses import dataclass
 from lzkernel import option
 
 
+def visit_count_temperature(manual: bool, fixed: float, threshold: float, train_iter: int) -> float:
+    """LightZero's visit-count temperature (SPEC §1.4): the fixed value, or with ``manual`` decay
+    1.0 before 0.5·threshold learner steps, 0.5 before 0.75·threshold, then 0.25."""
+    if not manual:
+        return float(fixed)
+    if train_iter < 0.5 * threshold:
+        return 1.0
+    if train_iter < 0.75 * threshold:
+        return 0.5
+    return 0.25
+
+
 @dataclass
 class MuZeroModelConfig:
     """The MuZero network (representation, dynamics, prediction, optional SSL heads)."""
@@ -141,14 +153,8 @@ class MuZeroPolicyConfig:
 
     def temperature(self, train_iter: int) -> float:
         """Visit-count temperature for collection after ``train_iter`` learner steps (SPEC §1.4)."""
-        if not self.manual_temperature_decay:
-            return float(self.fixed_temperature_value)
-        threshold = self.threshold_training_steps_for_final_temperature
-        if train_iter < 0.5 * threshold:
-            return 1.0
-        if train_iter < 0.75 * threshold:
-            return 0.5
-        return 0.25
+        return visit_count_temperature(self.manual_temperature_decay, self.fixed_temperature_value,
+                                       self.threshold_training_steps_for_final_temperature, train_iter)
 
     def epsilon(self, env_steps: int) -> float:
         """ε of eps-greedy collection at ``env_steps`` (0.0 when ``eps_greedy`` is off)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lzk_muzero.config import visit_count_temperature
 from lzkernel import option
 
 
@@ -142,11 +143,5 @@ class UniZeroPolicyConfig:
 
     def temperature(self, train_iter: int) -> float:
         """Visit-count temperature for collection after ``train_iter`` learner steps (SPEC §1.4)."""
-        if not self.manual_temperature_decay:
-            return float(self.fixed_temperature_value)
-        threshold = self.threshold_training_steps_for_final_temperature
-        if train_iter < 0.5 * threshold:
-            return 1.0
-        if train_iter < 0.75 * threshold:
-            return 0.5
-        return 0.25
+        return visit_count_temperature(self.manual_temperature_decay, self.fixed_temperature_value,
+                                       self.threshold_training_steps_for_final_temperature, train_iter)
