@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "lzk_loop": set(),
     "lzk_muzero": {"lzk_mcts"},
     "lzk_rezero": {"lzk_loop"},
-    "lzk_unizero": {"lzk_muzero", "lzk_mcts"},
+    "lzk_unizero": {"lzk_muzero", "lzk_mcts", "lzk_loop"},
 }
 
 

@@ -5,6 +5,7 @@ written once in :class:`~lzk_loop.skeleton.LoopTrainer`; algorithm trainers (ReZ
 UniZero) override the small hooks where they differ. A library plugin: it registers no
 components.
 """
+from lzk_loop.reanalysis import ReanalysingTrainer
 from lzk_loop.skeleton import LoopConfig, LoopTrainer
 
-__all__ = ["LoopConfig", "LoopTrainer"]
+__all__ = ["LoopConfig", "LoopTrainer", "ReanalysingTrainer"]

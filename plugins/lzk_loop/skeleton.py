@@ -10,6 +10,7 @@ One epoch::
     for i in range(updates):
         before_update(i)  (hook: in-loop reanalysis)
         sample → learn → priorities;  log / checkpoint when due
+    after_epoch()      (hook: e.g. clear caches built with the old weights)
     stop on budget, stop_value or a signal (decided once, broadcast)
 
 Subclasses override the hooks; everything else (counters, metrics, checkpoints, resume, the
@@ -93,6 +94,7 @@ class LoopTrainer:
         self.timer = _Timer()
         self._pending: dict[str, list[float]] = defaultdict(list)
         self.last_eval: float | None = None
+        self.resumed = False
         self._stop_now = False
 
     # -- hooks for subclasses ----------------------------------------------------------------
@@ -102,6 +104,13 @@ class LoopTrainer:
 
     def before_update(self, i: int, updates: int) -> None:
         """Called before update ``i`` of ``updates`` in this epoch."""
+
+    def after_epoch(self) -> None:
+        """Called once per epoch after its updates (e.g. to drop caches built with old weights)."""
+
+    def train_start_transitions(self) -> int:
+        """Train only once every rank's buffer holds more than max(this, batch_size) transitions."""
+        return int(self.cfg.train_start_transitions)
 
     def prepare_batch(self, batch: Any) -> Any:
         """Last chance to change a sampled batch (e.g. per-batch reanalysis)."""
@@ -125,7 +134,7 @@ class LoopTrainer:
 
     def train(self) -> None:
         run = self.run
-        resumed = self._resume()
+        resumed = self.resumed = self._resume()
         if not resumed and self.cfg.random_collect_episodes > 0:
             self._collect(random_policy=True, n_episode=self.cfg.random_collect_episodes)
         if self.cfg.eval_at_start and not resumed:
@@ -138,6 +147,7 @@ class LoopTrainer:
             self._timed("buffer", self._trim)
             self.before_train(updates)
             self._train_epoch(updates)
+            self.after_epoch()
             self.epoch += 1
             if self._should_stop():
                 break
@@ -147,7 +157,7 @@ class LoopTrainer:
 
     def _train_epoch(self, updates: int) -> None:
         run = self.run
-        needed = max(int(self.pcfg.batch_size), self.cfg.train_start_transitions)
+        needed = max(int(self.pcfg.batch_size), self.train_start_transitions())
         # Train only when every rank holds enough data (decided once per epoch: the buffer size
         # does not change inside the update loop), so all ranks run the same number of updates.
         ready = self._all_ranks(self.buffer.num_transitions > needed) if updates > 0 else False

@@ -7,7 +7,9 @@ hands the buffer callbacks: ``value_fn`` (target network values for n-step targe
 Modules: :mod:`.segment` (cutting trajectories into padded segments), :mod:`.storage` (slot
 arrays), :mod:`.sampling` (uniform / prioritised draws, IS weights), :mod:`.targets` (``Batch``
 and n-step targets), :mod:`.reanalyze` (backward-view reanalysis), :mod:`.buffer` (``GameBuffer``),
-:mod:`.plugin` (the ``game`` buffer component).
+:mod:`.sequence_buffer` (``SequenceGameBuffer``: UniZero sequence bootstrap values),
+:mod:`.sequence_reanalyze` (UniZero history-window buffer reanalysis), :mod:`.plugin` (the
+``game`` and ``unizero`` buffer components).
 
 Decisions on the SPEC's [BUG?] items and LightZero quirks (details in each module):
 
@@ -20,10 +22,17 @@ Decisions on the SPEC's [BUG?] items and LightZero quirks (details in each modul
 * mask: 1 where t + k is a real transition (padding included), including k = K.
 * truncated, non-terminal ends bootstrap from the final observation.
 * reanalysis (§3.1): covers every stored transition (whole segments as chunks), no gaps.
+* UniZero (§4.5): bootstrap sequences start at position 0 (no ``start_pos`` offset), all K + 1
+  sequence values are used, each offset reads the first sequence position holding its bootstrap
+  step; buffer reanalysis searches each own position of the drawn segments once from its
+  history window and writes back visits and root values (see :mod:`.sequence_buffer`).
 """
 from lzk_replay.buffer import GameBuffer
 from lzk_replay.reanalyze import ReanalyzeFn
 from lzk_replay.segment import GameSegment, SegmentCutter, stacked_shape
-from lzk_replay.targets import Batch, ValueFn
+from lzk_replay.sequence_buffer import SequenceGameBuffer, SequenceValueFn
+from lzk_replay.sequence_reanalyze import SequenceReanalyzeFn
+from lzk_replay.targets import Batch, BootstrapFn, ValueFn
 
-__all__ = ["Batch", "GameBuffer", "GameSegment", "ReanalyzeFn", "SegmentCutter", "ValueFn", "stacked_shape"]
+__all__ = ["Batch", "BootstrapFn", "GameBuffer", "GameSegment", "ReanalyzeFn", "SegmentCutter",
+           "SequenceGameBuffer", "SequenceReanalyzeFn", "SequenceValueFn", "ValueFn", "stacked_shape"]

@@ -21,7 +21,7 @@ from lzk_replay.reanalyze import ReanalyzeFn, reanalyze_segments, select_round_r
 from lzk_replay.sampling import draw, importance_weights, sampling_weights
 from lzk_replay.segment import GameSegment, SegmentCutter
 from lzk_replay.storage import SegmentStore
-from lzk_replay.targets import Batch, ValueFn, build_batch
+from lzk_replay.targets import Batch, BootstrapFn, ValueFn, build_batch, observation_bootstrap
 from lzkernel import Trajectory
 
 _STATE_VERSION = 1
@@ -34,6 +34,9 @@ class GameBuffer:
     not ended keep their incomplete tail in the cutter (not checkpointed: after a resume the next
     piece of that env starts a fresh stream).
     """
+
+    #: Extra per-slot arrays of the segment store (name -> (shape, dtype)), for subclasses.
+    _extra_arrays: dict[str, tuple[tuple[int, ...], Any]] = {}
 
     def __init__(self, *, capacity: int, segment_length: int, unroll_steps: int, td_steps: int,
                  discount: float, frame_stack: int, obs_shape: Sequence[int], num_actions: int,
@@ -49,7 +52,8 @@ class GameBuffer:
         self.use_priority, self.alpha, self.beta = bool(use_priority), float(priority_alpha), float(priority_beta)
         self.use_max_priority_for_new_data = bool(use_max_priority_for_new_data)
         self.reanalyze_max_roots, self.reanalyze_batch_size = int(reanalyze_max_roots), int(reanalyze_batch_size)
-        self.store = SegmentStore(self.L, self.K + self.n, self.S, tuple(obs_shape), num_actions, obs_dtype)
+        self.store = SegmentStore(self.L, self.K + self.n, self.S, tuple(obs_shape), num_actions, obs_dtype,
+                                  extra=self._extra_arrays)
         self._cutters: dict[int, SegmentCutter] = {}
         self._env_tail: dict[int, int] = {}  # env_id -> id of its last stored non-final segment
         self._reanalyze_cursor = 0
@@ -158,8 +162,12 @@ class GameBuffer:
         else:
             weights = np.ones(flat.shape[0], np.float32)
         return build_batch(st, slots, t, unroll_steps=self.K, td_steps=self.n, discount=self.discount,
-                           rng=rng, value_fn=value_fn, weights=weights,
+                           rng=rng, bootstrap=self._bootstrap(value_fn, rng), weights=weights,
                            indices=st.seg_id[slots] * self.L + t)
+
+    def _bootstrap(self, value_fn: Any, rng: np.random.Generator) -> BootstrapFn:
+        """How :meth:`sample` turns the caller's ``value_fn`` into bootstrap values (per observation)."""
+        return observation_bootstrap(self.store, value_fn)
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:
         """Set the priorities of the transitions ``indices [B]`` (from ``Batch.indices``) to

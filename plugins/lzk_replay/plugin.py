@@ -8,8 +8,8 @@ from lzkernel import Component, hookimpl, option
 
 
 @dataclass
-class GameBufferConfig:
-    """Options of the ``game`` replay buffer (K, n, γ, frame stack and shapes come from the
+class _SegmentBufferConfig:
+    """Options shared by the segment buffers (K, n, γ, frame stack and shapes come from the
     algorithm and env through the factory's keyword arguments)."""
 
     capacity: int = option(1_000_000, doc="Stored transitions at most (hard limit; oldest whole segments are dropped).", min=1)
@@ -19,15 +19,47 @@ class GameBufferConfig:
     priority_beta: float = option(0.4, doc="IS-weight exponent beta: w = (N*P)^-beta / max.", min=0.0)
     use_max_priority_for_new_data: bool = option(
         True, doc="New transitions get the maximum stored priority; when false, |pred_value - root_value| + 1e-6.")
-    reanalyze_max_roots: int = option(
-        0, doc="ReZero buffer reanalysis: roots per call at most, whole segments round-robin (0: the whole buffer).", min=0)
-    reanalyze_batch_size: int = option(
-        4096, doc="ReZero buffer reanalysis: roots per reanalyze_fn call at most (0: one call per backward group).", min=0)
 
     def validate(self) -> list[tuple[str, str]]:
         if self.capacity < self.segment_length:
             return [("capacity", f"must hold at least one segment ({self.segment_length} transitions)")]
         return []
+
+    def buffer_kwargs(self) -> dict[str, Any]:
+        """The shared constructor arguments."""
+        return dict(capacity=self.capacity, segment_length=self.segment_length, use_priority=self.use_priority,
+                    priority_alpha=self.priority_alpha, priority_beta=self.priority_beta,
+                    use_max_priority_for_new_data=self.use_max_priority_for_new_data)
+
+
+@dataclass
+class GameBufferConfig(_SegmentBufferConfig):
+    """Options of the ``game`` replay buffer (MuZero / ReZero)."""
+
+    reanalyze_max_roots: int = option(
+        0, doc="ReZero buffer reanalysis: roots per call at most, whole segments round-robin (0: the whole buffer).", min=0)
+    reanalyze_batch_size: int = option(
+        4096, doc="ReZero buffer reanalysis: roots per reanalyze_fn call at most (0: one call per backward group).", min=0)
+
+
+@dataclass
+class SequenceGameBufferConfig(_SegmentBufferConfig):
+    """Options of the ``unizero`` replay buffer (sequence bootstrap values, UniZero buffer reanalysis)."""
+
+    reanalyze_partition: float = option(
+        0.75, doc="Buffer reanalysis draws from the oldest fraction P of the segments "
+                  "(LightZero asserts P <= 0.75; up to 1 is allowed here).", min=0.0, min_exclusive=True, max=1.0)
+    reanalyze_sequences: int = option(
+        160, doc="Buffer reanalysis budget R in LightZero's K+1-root sequences: ceil(R / floor(L/K)) segments "
+                 "are drawn and every own position of each is searched once.", min=1)
+    reanalyze_batch_size: int = option(
+        256, doc="Buffer reanalysis: roots (history windows) per reanalyze_fn call at most (0: one call).", min=0)
+
+
+def _factory_kwargs(unroll_steps: int, td_steps: int, discount: float, frame_stack: int,
+                    obs_shape: tuple[int, ...], num_actions: int) -> dict[str, Any]:
+    return dict(unroll_steps=unroll_steps, td_steps=td_steps, discount=discount, frame_stack=frame_stack,
+                obs_shape=tuple(obs_shape), num_actions=num_actions)
 
 
 def make_game_buffer(cfg: GameBufferConfig, run: Any, *, unroll_steps: int, td_steps: int, discount: float,
@@ -35,18 +67,30 @@ def make_game_buffer(cfg: GameBufferConfig, run: Any, *, unroll_steps: int, td_s
     """Build a :class:`~lzk_replay.buffer.GameBuffer` for the algorithm's K, n, γ and the env's shapes."""
     from lzk_replay.buffer import GameBuffer
 
-    return GameBuffer(
-        capacity=cfg.capacity, segment_length=cfg.segment_length, unroll_steps=unroll_steps,
-        td_steps=td_steps, discount=discount, frame_stack=frame_stack, obs_shape=tuple(obs_shape),
-        num_actions=num_actions, use_priority=cfg.use_priority, priority_alpha=cfg.priority_alpha,
-        priority_beta=cfg.priority_beta, use_max_priority_for_new_data=cfg.use_max_priority_for_new_data,
-        reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size,
-    )
+    return GameBuffer(**cfg.buffer_kwargs(),
+                      **_factory_kwargs(unroll_steps, td_steps, discount, frame_stack, obs_shape, num_actions),
+                      reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size)
+
+
+def make_sequence_buffer(cfg: SequenceGameBufferConfig, run: Any, *, unroll_steps: int, td_steps: int,
+                         discount: float, frame_stack: int, obs_shape: tuple[int, ...], num_actions: int) -> Any:
+    """Build a :class:`~lzk_replay.sequence_buffer.SequenceGameBuffer` (UniZero)."""
+    from lzk_replay.sequence_buffer import SequenceGameBuffer
+
+    return SequenceGameBuffer(**cfg.buffer_kwargs(),
+                              **_factory_kwargs(unroll_steps, td_steps, discount, frame_stack, obs_shape, num_actions),
+                              reanalyze_partition=cfg.reanalyze_partition,
+                              reanalyze_sequences=cfg.reanalyze_sequences,
+                              reanalyze_batch_size=cfg.reanalyze_batch_size)
 
 
 @hookimpl
 def lzkernel_register_buffers() -> list[Component]:
-    return [Component(
-        "game", factory=make_game_buffer, config=GameBufferConfig,
-        doc="Game-segment replay buffer (MuZero/ReZero): n-step targets, optional PER, ReZero buffer reanalysis.",
-    )]
+    return [
+        Component("game", factory=make_game_buffer, config=GameBufferConfig,
+                  doc="Game-segment replay buffer (MuZero/ReZero): n-step targets, optional PER, "
+                      "ReZero buffer reanalysis."),
+        Component("unizero", factory=make_sequence_buffer, config=SequenceGameBufferConfig,
+                  doc="Game-segment replay buffer (UniZero): sequence bootstrap values, optional PER, "
+                      "history-window buffer reanalysis of the oldest segments."),
+    ]

@@ -13,7 +13,7 @@ Write-back: visit distributions and root values (ReZero-MZ writes both).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -44,6 +44,23 @@ def select_round_robin(store: SegmentStore, cursor: int, max_roots: int) -> tupl
     return ids, (store.base_id if nxt >= store.next_id else nxt)
 
 
+def call_in_chunks(fn: Callable[..., tuple[np.ndarray, np.ndarray]], make_args: Callable[[slice], Sequence[Any]],
+                   rows: int, batch_size: int, num_actions: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``fn(*make_args(chunk))`` over row chunks of at most ``batch_size`` of ``rows`` (0: one
+    call); arguments are built per chunk so that large inputs (history windows) never exist for
+    all rows at once. Returns ``(visit_dist [rows, A] float32, root_value [rows] float32, calls)``."""
+    visits = np.empty((rows, num_actions), np.float32)
+    values = np.empty(rows, np.float32)
+    step = batch_size if batch_size > 0 else max(rows, 1)
+    calls = 0
+    for lo in range(0, rows, step):
+        sl = slice(lo, min(lo + step, rows))
+        vd, rv = fn(*make_args(sl))
+        visits[sl], values[sl] = vd, np.asarray(rv, np.float32).reshape(-1)
+        calls += 1
+    return visits, values, calls
+
+
 def reanalyze_segments(store: SegmentStore, ids: np.ndarray, reanalyze_fn: ReanalyzeFn,
                        batch_size: int = 0) -> dict[str, float]:
     """Search every own position of the live segments ``ids`` backwards and write back; returns
@@ -59,15 +76,12 @@ def reanalyze_segments(store: SegmentStore, ids: np.ndarray, reanalyze_fn: Reana
         s, c = slots[rows], vlen[rows] - 1 - g
         obs, legal, to_play = store.stacked_obs(s, c), store.legal[s, c], store.to_play[s, c]
         true_action = store.actions[s, c] if g > 0 else np.full(rows.shape[0], -1, np.int64)
-        visits = np.empty((rows.shape[0], store.A), np.float32)
-        values = np.empty(rows.shape[0], np.float32)
-        step = batch_size if batch_size > 0 else rows.shape[0]
-        for lo in range(0, rows.shape[0], step):
-            sl = slice(lo, lo + step)
-            reuse = succ_value[rows[sl]] if g > 0 else None
-            vd, rv = reanalyze_fn(obs[sl], legal[sl], to_play[sl], true_action[sl], reuse)
-            visits[sl], values[sl] = vd, np.asarray(rv, np.float32).reshape(-1)
-            calls += 1
+        reuse = succ_value[rows] if g > 0 else None
+        visits, values, n_calls = call_in_chunks(
+            reanalyze_fn,
+            lambda sl: (obs[sl], legal[sl], to_play[sl], true_action[sl], None if reuse is None else reuse[sl]),
+            rows.shape[0], batch_size, store.A)
+        calls += n_calls
         store.visit_dist[s, c] = visits
         store.root_values[s, c] = values
         succ_value[rows] = values

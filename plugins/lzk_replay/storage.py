@@ -12,10 +12,14 @@ been trimmed is recognisable (``g < base_id``) and a priority update for it is d
 
 Width ``W = L + K + n`` per step; frames ``S + W`` per slot (frame ``f`` is step ``f - (S - 1)``).
 Entries past a segment's data are zero (legal: False).
+
+An owner may add *extra* per-slot arrays (e.g. a reanalysis counter): they live with the segment
+like the built-in ones (zeroed when a segment is written, moved when the slots grow, saved), and a
+saved state that lacks one loads it as zeros (states written before the extra existed).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -37,13 +41,16 @@ class SegmentStore:
 
     ``frames [N, S+W, *O]``, ``actions [N, W]``, ``rewards [N, W]``, ``visit_dist [N, W, A]``,
     ``root_values [N, W]``, ``legal [N, W+1, A]``, ``to_play [N, W+1]``, ``timestep [N, W+1]``,
-    ``prio [N, L]``, ``weights [N, L]`` (sampling weights, zero where nothing is stored) and the
-    per-slot fields of ``_META_FIELDS``.
+    ``prio [N, L]``, ``weights [N, L]`` (sampling weights, zero where nothing is stored), the
+    per-slot fields of ``_META_FIELDS`` and the owner's ``extra`` arrays ``[N, *shape]``.
     """
 
     def __init__(self, segment_length: int, pad: int, frame_stack: int, obs_shape: tuple[int, ...],
-                 num_actions: int, obs_dtype: Any = np.float32, initial_slots: int = 16) -> None:
+                 num_actions: int, obs_dtype: Any = np.float32, initial_slots: int = 16,
+                 extra: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> None:
+        """``extra``: name -> (per-slot shape, dtype) of the owner's extra arrays (module docstring)."""
         self.L, self.pad, self.S = segment_length, pad, frame_stack
+        self.extra: dict[str, tuple[tuple[int, ...], Any]] = {}  # set below, once the built-ins are known
         self.W = segment_length + pad
         self.obs_shape = tuple(int(x) for x in obs_shape)
         self.stacked_shape = stacked_shape(self.obs_shape, frame_stack)
@@ -53,6 +60,10 @@ class SegmentStore:
         self.next_id = 0  # id the next stored segment gets
         self.num_transitions = 0  # sum of valid_len over live segments
         self.num_slots = 0
+        clash = set(extra or {}) & set(self._shapes())
+        if clash:
+            raise ValueError(f"extra arrays {sorted(clash)} clash with built-in ones")
+        self.extra = {k: (tuple(shape), dt) for k, (shape, dt) in (extra or {}).items()}
         self._alloc(max(1, initial_slots), keep=False)
 
     # ----------------------------------------------------------------------------------- layout
@@ -71,6 +82,7 @@ class SegmentStore:
             "weights": ((self.L,), np.float64),  # sampling weights (owner-computed, not saved)
         }
         shapes.update({k: ((), dt) for k, dt in _META_FIELDS.items()})
+        shapes.update(self.extra)
         return shapes
 
     @property
@@ -152,7 +164,7 @@ class SegmentStore:
         slot = int(g % self.num_slots)
         D, V = len(seg), seg.valid_len
         for name in ("frames", "actions", "rewards", "visit_dist", "root_values", "legal",
-                     "to_play", "timestep", "prio", "weights"):
+                     "to_play", "timestep", "prio", "weights", *self.extra):
             getattr(self, name)[slot] = 0
         self.frames[slot, : seg.frames.shape[0]] = seg.frames
         self.actions[slot, :D] = seg.actions
@@ -208,7 +220,7 @@ class SegmentStore:
         return meta, {name: getattr(self, name)[slots].copy() for name in self.saved_names}
 
     def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        """Restore :meth:`state` (the owner recomputes ``weights``)."""
+        """Restore :meth:`state` (the owner recomputes ``weights``); missing extras load as zeros."""
         self.base_id, self.next_id = int(meta["base_id"]), int(meta["next_id"])
         n_live = self.next_id - self.base_id
         self._alloc(max(int(meta["num_slots"]), n_live, 1), keep=False)
@@ -216,6 +228,8 @@ class SegmentStore:
         shapes = self._shapes()
         for name in self.saved_names:
             shape = shapes[name][0]
+            if name in self.extra and name not in arrays:
+                continue  # a state from before this extra existed: zeros (from _alloc)
             arr = np.asarray(arrays[name])
             if arr.shape != (n_live, *shape):
                 raise ValueError(f"buffer array {name!r} has shape {arr.shape}, expected {(n_live, *shape)}")

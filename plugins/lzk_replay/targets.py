@@ -13,6 +13,9 @@ D = the segment's stored transitions (padding included). Conventions:
   ``z = sum_{i<m} gamma^i * sign_i * r_{c+i} + gamma^m * sign_m * v(o_{c+m})``; the bootstrap is
   dropped when c + m == D and the episode terminated there. A truncated, non-terminal end
   bootstraps from its final observation (at c == D the target is v(o_D) itself).
+  Where v(o_b) comes from is the caller's :data:`BootstrapFn`: each observation on its own
+  (:func:`observation_bootstrap`, MuZero) or one teacher-forced sequence per root (UniZero,
+  :mod:`lzk_replay.sequence_buffer`); the sums, signs and cut-offs here are shared by both.
   For terminal ends this equals LightZero's formula with ``n_eff = clip(n, 1, D - t)`` (whenever
   that formula bootstraps, m == n; whenever it does not, it sums exactly the rewards up to D).
 * Signs (two-player games): ``sign_j = +1`` if ``to_play[c+j] == to_play[c]`` else -1, on the
@@ -29,6 +32,20 @@ import numpy as np
 from lzk_replay.storage import SegmentStore
 
 ValueFn = Callable[[np.ndarray], np.ndarray]  # obs [M, *O'] float32 -> values [M] float32
+
+#: A bootstrap-value provider: ``(s2, c, b, boot) -> values [P]``, all inputs [B, K+1] (slots, steps
+#: c = t + k, bootstrap steps b, bool ``boot`` marking the P entries that bootstrap); returns
+#: v(o_b) for the ``boot`` entries in row-major order (the order of ``b[boot]``).
+BootstrapFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def observation_bootstrap(store: SegmentStore, value_fn: ValueFn) -> BootstrapFn:
+    """MuZero-style bootstrap: every needed observation evaluated on its own, in one call."""
+
+    def values(s2: np.ndarray, c: np.ndarray, b: np.ndarray, boot: np.ndarray) -> np.ndarray:
+        return np.asarray(value_fn(store.stacked_obs(s2[boot], b[boot])))
+
+    return values
 
 
 @dataclass
@@ -51,9 +68,16 @@ class Batch:
 
 
 def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll_steps: int,
-                td_steps: int, discount: float, rng: np.random.Generator, value_fn: ValueFn,
-                weights: np.ndarray, indices: np.ndarray) -> Batch:
-    """The batch for roots ``(slots [B], t [B])``; ``value_fn`` is called once (if any bootstrap)."""
+                td_steps: int, discount: float, rng: np.random.Generator, weights: np.ndarray,
+                indices: np.ndarray, value_fn: ValueFn | None = None,
+                bootstrap: BootstrapFn | None = None) -> Batch:
+    """The batch for roots ``(slots [B], t [B])``. Bootstrap values come from ``bootstrap``, or
+    else from :func:`observation_bootstrap` of ``value_fn``; either is called once (if any entry
+    bootstraps), after the padding actions have been drawn from ``rng``."""
+    if bootstrap is None:
+        if value_fn is None:
+            raise ValueError("build_batch needs value_fn or bootstrap")
+        bootstrap = observation_bootstrap(store, value_fn)
     K, B = unroll_steps, slots.shape[0]
     c = t[:, None] + np.arange(K + 1)  # [B, K+1]
     s2 = np.broadcast_to(slots[:, None], c.shape)
@@ -67,7 +91,7 @@ def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll
         actions=np.where(real[:, :K], store.actions[s2[:, :K], c_step[:, :K]], random_actions),
         mask=real.astype(np.float32),
         target_reward=np.where(real[:, :K], store.rewards[s2[:, :K], c_step[:, :K]], 0.0).astype(np.float32),
-        target_value=n_step_values(store, s2, c, value_fn, td_steps, discount),
+        target_value=n_step_values(store, s2, c, bootstrap, td_steps, discount),
         target_policy=np.where(real[..., None], store.visit_dist[s2, c_step], 0.0).astype(np.float32),
         weights=np.asarray(weights, dtype=np.float32),
         indices=np.asarray(indices, dtype=np.int64),
@@ -76,10 +100,11 @@ def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll
     )
 
 
-def n_step_values(store: SegmentStore, s2: np.ndarray, c: np.ndarray, value_fn: ValueFn,
+def n_step_values(store: SegmentStore, s2: np.ndarray, c: np.ndarray, bootstrap: BootstrapFn,
                   td_steps: int, discount: float) -> np.ndarray:
     """Value targets [B, K+1] float32 at steps ``c`` of slots ``s2`` (both [B, K+1]); see the
-    module docstring. ``value_fn`` gets every needed bootstrap observation in one call."""
+    module docstring. ``bootstrap`` is asked once for every needed bootstrap value (not at all
+    when no entry bootstraps)."""
     n = td_steps
     D = store.n_data[s2]
     alive = c <= D  # c is an observation of the stored data
@@ -97,9 +122,9 @@ def n_step_values(store: SegmentStore, s2: np.ndarray, c: np.ndarray, value_fn: 
     boot = alive & ~(store.terminal[s2] & (b == D))
     if boot.any():
         sb, bb = s2[boot], b[boot]
-        v = np.asarray(value_fn(store.stacked_obs(sb, bb)), dtype=np.float64).reshape(-1)
+        v = np.asarray(bootstrap(s2, c, b, boot), dtype=np.float64).reshape(-1)
         if v.shape[0] != sb.shape[0]:
-            raise ValueError(f"value_fn returned {v.shape[0]} values for {sb.shape[0]} observations")
+            raise ValueError(f"bootstrap returned {v.shape[0]} values for {sb.shape[0]} bootstrap entries")
         sign_b = np.where(store.to_play[sb, bb] == me[boot], 1.0, -1.0)
         value[boot] += discount ** m[boot] * sign_b * v
     value[~alive] = 0.0

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lzk_loop import LoopConfig, LoopTrainer
+from lzk_loop import LoopConfig, LoopTrainer, ReanalysingTrainer
 from lzkernel import option
 
 
@@ -39,51 +39,17 @@ class MuZeroTrainerConfig(LoopConfig):
                  "with the target network (0: off, LightZero's CartPole default).", min=0.0, max=1.0)
 
 
-class ReZeroTrainer(LoopTrainer):
+class ReZeroTrainer(ReanalysingTrainer):
     """The ReZero loop: the MuZero loop plus scheduled whole-buffer reanalysis."""
 
     cfg: ReZeroConfig
 
-    def before_train(self, updates: int) -> None:
-        f = self.cfg.buffer_reanalyze_freq
-        if f < 1.0:
-            # LightZero computes the period as 1 // f (float floor: 1 // 0.1 == 9.0); we round.
-            period = max(1, round(1.0 / f))
-            if self.epoch % period == 0:
-                self._reanalyze()
-
-    def before_update(self, i: int, updates: int) -> None:
-        f = self.cfg.buffer_reanalyze_freq
-        if f >= 1.0:
-            # LightZero divides by zero when updates < f; at least one update apart.
-            interval = max(1, updates // int(f))
-            if i % interval == 0:
-                self._reanalyze()
-
-    def _reanalyze(self) -> None:
-        # Decided once (rank 0's buffer size) and broadcast, so every rank reanalyses together.
-        if not self.agree(self.buffer.num_transitions > self.cfg.reanalyze_min_transitions):
-            return
+    def reanalyze_buffer(self) -> dict[str, Any]:
         fn = self.policy.reanalyze_fn
         if not self.cfg.reuse_search:
             def fn(obs: Any, legal: Any, to_play: Any, true_action: Any, reuse_value: Any) -> Any:  # noqa: F811
                 return self.policy.reanalyze_fn(obs, legal, to_play, np.full_like(true_action, -1), None)
-        t0 = time.perf_counter()
-        stats = self.buffer.reanalyze(fn)
-        seconds = time.perf_counter() - t0
-        self.timer.add("reanalyze", seconds)
-        self.reanalyses = getattr(self, "reanalyses", 0) + 1
-        for k, v in (stats or {}).items():
-            if isinstance(v, (int, float)):
-                key = k if "/" in k else f"reanalyze/{k}"
-                self._pending[key].append(float(v))
-        self._pending["reanalyze/seconds"].append(seconds)
-
-    def extra_state(self) -> dict[str, Any]:
-        return {"reanalyses": getattr(self, "reanalyses", 0)}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.reanalyses = int(state.get("reanalyses", 0))
+        return self.buffer.reanalyze(fn)
 
 
 class MuZeroTrainer(LoopTrainer):

@@ -1,19 +1,17 @@
-"""Causal self-attention with rotary positions and an optional KV buffer.
+"""Causal self-attention with rotary positions (the training / reference path).
 
-Shapes: n sequences, m new tokens, T buffer slots (capacity), E width, H heads, d = E/H.
+Shapes: n sequences, m tokens, E width, H heads, d = E/H, P positions.
 
-Two paths, kept separate on purpose (tests compare them):
+RoPE convention (one place, used by the model and by the folded inference weights): within each
+head, feature pairs (x_i, x_{i+d/2}) are rotated by the angle pos·θ^(−2i/d):
 
-* **uncached** (``kv=None``): the m tokens are the whole sequence, plain causal attention
-  (training, teacher forcing, reference computations);
-* **buffered** (``kv=LayerKV``): row b already holds ``past_len[b]`` valid K/V slots (left-aligned);
-  the m new tokens' K/V are written **in place** into slots ``past_len[b] … past_len[b]+m−1`` and
-  new token i attends to slots ``j <= past_len[b] + i``. Slots past that hold stale values and are
-  masked out, so rows of different lengths share one buffer without any padding correction.
+    rope(x) = x ⊙ [cos, cos] + rotate_half(x) ⊙ [sin, sin],   rotate_half(x) = [−x_2, x_1]
+
+``rotate_half`` is linear, so a projection followed by it is again a projection
+(:func:`rotate_half_rows`): the search folds it into the q/k weights (see ``inference.py``).
+Cached search inference lives in :mod:`lzk_unizero.inference`; this module is uncached only.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -35,13 +33,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1)
 
 
-@dataclass
-class LayerKV:
-    """One layer's K/V buffer: k, v [n, H, T, d] (written in place) and past_len [n] int64."""
-
-    k: torch.Tensor
-    v: torch.Tensor
-    past_len: torch.Tensor
+def rotate_half_rows(w: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """R·w for a projection's weight [H·d, *] or bias [H·d]: per head, rows [x_1; x_2] → [−x_2; x_1],
+    so that (R·W)x = rotate_half(Wx)."""
+    h = w.reshape(-1, 2, head_dim // 2, *w.shape[1:])  # [H, 2, d/2, *]
+    return torch.stack([-h[:, 1], h[:, 0]], dim=1).reshape(w.shape)
 
 
 class CausalSelfAttention(nn.Module):
@@ -55,9 +51,8 @@ class CausalSelfAttention(nn.Module):
 
     def forward(
         self,
-        x: torch.Tensor,  # [n, m, E]
-        rope: tuple[torch.Tensor, torch.Tensor] | None,  # cos, sin [n, m, d/2] of the new tokens' positions
-        kv: LayerKV | None = None,
+        x: torch.Tensor,  # [n, m, E], the whole sequence (positions given by ``rope``)
+        rope: tuple[torch.Tensor, torch.Tensor] | None,  # cos, sin [n, m, d/2] of the tokens' positions
     ) -> torch.Tensor:  # [n, m, E]
         n, m, E = x.shape
         q, k, v = self.qkv(x).split(E, dim=-1)
@@ -65,15 +60,6 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         p = self.attn_dropout if self.training else 0.0
-        if kv is None:
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        else:
-            T = kv.k.shape[2]
-            slots = kv.past_len[:, None] + torch.arange(m, device=x.device)  # [n, m]
-            idx = slots[:, None, :, None].expand(n, self.num_heads, m, self.head_dim)
-            kv.k.scatter_(2, idx, k)
-            kv.v.scatter_(2, idx, v)
-            allowed = torch.arange(T, device=x.device)[None, None, :] <= slots[:, :, None]  # [n, m, T]
-            y = F.scaled_dot_product_attention(q, kv.k, kv.v, attn_mask=allowed[:, None], dropout_p=p)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         y = y.transpose(1, 2).reshape(n, m, E)
         return self.resid_drop(self.proj(y))

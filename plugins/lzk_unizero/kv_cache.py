@@ -1,7 +1,7 @@
-"""KV-cache bookkeeping: contexts, the node-keyed search store and per-env observation history.
+"""KV-cache bookkeeping: the node-keyed search store and per-env observation history.
 
-Shapes: n contexts, T capacity in tokens (= ``context_length``), L layers, H heads, d head size,
-E width, N = S + 1 search nodes, B roots, M = ⌊(T − 1)/2⌋ past (obs, action) pairs.
+Shapes: R store rows, T capacity in tokens (= ``context_length``), L layers, E width,
+N = S + 1 search nodes, B roots, A actions, M = ⌊(T − 1)/2⌋ past (obs, action) pairs.
 
 **The exact design.** Every context is a token sequence ``tokens[:length]`` (observation and
 action token *inputs*, before positions) plus the per-layer K/V of exactly those tokens, computed
@@ -9,34 +9,33 @@ causally with positions 0, 1, … from its first token. The invariant, for every
 
     K/V and outputs == an uncached causal forward of tokens[:length] from scratch
 
-holds because a context is only ever (a) built from scratch, or (b) extended by new tokens that
-attend to its K/V (an incremental causal pass equals the full one). There is no positional
-correction and no hashing:
+holds because a context is only ever (a) computed from its tokens in one causal pass, or (b)
+extended by new tokens that attend to its K/V (an incremental causal pass equals the full one).
+There is no positional correction and no hashing:
 
 * **Root** (per env, every ``act``): the window ``[o_{t−M'}, a_{t−M'}, …, a_{t−1}, o_t]``,
   M' = min(M, pairs seen this episode), is rebuilt from the raw observations and actions kept
   in :class:`EnvHistory` (≤ M + 1 observations per env). Rebuilding costs one batched forward of
   ≤ T tokens per ``act``: negligible next to the search, and it makes the root independent of
   cache state, so nothing goes stale when weights change and episode ends just drop history.
-* **Search** (:class:`NodeStore`): the context of node s of root b lives at slot ``(s, b)``;
+* **Search** (:class:`NodeStore`): the context of node s of root b lives in row ``s·B + b``;
   a child is its parent's context plus one (action, predicted latent) pair. When the pair would
-  not fit in T tokens, the child's context is rebuilt from the parent's last ``keep`` tokens
+  not fit in T tokens, the child's context is recomputed from the parent's last ``keep`` tokens
   (the largest odd count <= T − 2, so it starts at an observation token) plus the pair: a window
-  of the same shape as the root's. The store is allocated per search and dropped after it.
+  of the same shape as the root's.
 
-Memory is bounded by construction: history ≤ (M + 1) observations per env and mode; one search
-holds N·B contexts of T tokens ((2·L·T·E + T·E) floats each).
+Memory is bounded by construction: history ≤ (M + 1) observations per env and mode; a search
+holds N·B contexts of T tokens ((2·L·T·E + T·E) floats each) in buffers that grow to the largest
+search seen and are reused (zeroed once at allocation: stale slots then always hold finite values,
+which masked attention needs — 0·NaN would poison a row).
 """
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Hashable
 
 import numpy as np
 import torch
-
-from lzk_unizero.attention import LayerKV
 
 
 def keep_tokens(capacity: int) -> int:
@@ -51,75 +50,52 @@ def root_pairs(capacity: int) -> int:
     return (capacity - 1) // 2
 
 
-@dataclass
-class Contexts:
-    """n contexts, left-aligned in T slots; slots >= length hold stale values (always masked)."""
+class NodeStore:
+    """The contexts of one batched search, keyed by (tree node, root): row ``node·B + b``.
 
-    tokens: torch.Tensor  # [n, T, E] token inputs
-    k: torch.Tensor  # [L, n, H, T, d]
-    v: torch.Tensor  # [L, n, H, T, d]
-    length: torch.Tensor  # [n] int64 valid tokens
+    ``tokens`` [R, T, E] token inputs, ``kv`` [R, L, T, 2E] per layer the K (first E features,
+    rotary positions applied) and V of every slot, ``length`` [R] int64 valid tokens (numpy:
+    lengths follow from the tree alone, so the search decides on the host, without device syncs,
+    which rows extend and which are rebuilt). Slots >= length hold stale values and are always
+    masked. ``source`` is ``tokens`` flattened to [R·T, E] followed by the A action embeddings,
+    so one ``index_select`` gathers a window and its new action token.
 
-    @classmethod
-    def empty(cls, n: int, capacity: int, layers: int, heads: int, head_dim: int, embed_dim: int,
-              device: torch.device | str, dtype: torch.dtype = torch.float32) -> Contexts:
-        return cls(
-            tokens=torch.zeros(n, capacity, embed_dim, device=device, dtype=dtype),
-            k=torch.zeros(layers, n, heads, capacity, head_dim, device=device, dtype=dtype),
-            v=torch.zeros(layers, n, heads, capacity, head_dim, device=device, dtype=dtype),
-            length=torch.zeros(n, dtype=torch.int64, device=device),
-        )
+    The buffers are reused by the next :meth:`reset` (one search at a time per store).
+    """
 
-    def empty_like(self, n: int) -> Contexts:
-        L, _, H, T, d = self.k.shape
-        return Contexts.empty(n, T, L, H, d, self.tokens.shape[-1], self.tokens.device, self.tokens.dtype)
+    def __init__(self, capacity: int, layers: int, embed_dim: int, device: torch.device | str,
+                 dtype: torch.dtype = torch.float32) -> None:
+        self.T, self.L, self.E = capacity, layers, embed_dim
+        self.device, self.dtype = torch.device(device), dtype
+        self.release()
+
+    def release(self) -> None:
+        """Drop the buffers (the next :meth:`reset` allocates again); the store is empty."""
+        self._source = torch.zeros(0, self.E, device=self.device, dtype=self.dtype)
+        self._kv = torch.zeros(0, self.L, self.T, 2 * self.E, device=self.device, dtype=self.dtype)
+        self._use(0, 0, 0)
+
+    def reset(self, num_nodes: int, batch: int, action_tokens: torch.Tensor) -> None:
+        """Room for ``num_nodes`` × ``batch`` contexts, all empty; ``action_tokens`` [A, E]."""
+        R, A = num_nodes * batch, action_tokens.shape[0]
+        if R * self.T + A > self._source.shape[0] or R > self._kv.shape[0]:
+            rows = max(R, 2 * self._kv.shape[0])  # grow geometrically: few reallocations
+            self._source = torch.zeros(rows * self.T + A, self.E, device=self.device, dtype=self.dtype)
+            self._kv = torch.zeros(rows, self.L, self.T, 2 * self.E, device=self.device, dtype=self.dtype)
+        self._use(R, batch, A)
+        self.source[R * self.T:].copy_(action_tokens)
+
+    def _use(self, R: int, batch: int, A: int) -> None:
+        self.B, self.R = batch, R
+        self.source = self._source[: R * self.T + A]
+        self.tokens = self._source[: R * self.T].view(R, self.T, self.E)
+        self.kv = self._kv[:R]
+        self.length = np.zeros(R, np.int64)
 
     @property
-    def capacity(self) -> int:
-        return int(self.tokens.shape[1])
-
-    def __len__(self) -> int:
-        return int(self.length.shape[0])
-
-    def layer_kv(self) -> list[LayerKV]:
-        """Per-layer views for the buffered attention path (writes land in this object)."""
-        return [LayerKV(self.k[i], self.v[i], self.length) for i in range(self.k.shape[0])]
-
-    def select(self, idx: torch.Tensor) -> Contexts:
-        """A copy of rows ``idx`` [n'] int64."""
-        return Contexts(self.tokens.index_select(0, idx), self.k.index_select(1, idx),
-                        self.v.index_select(1, idx), self.length.index_select(0, idx))
-
-    def assign(self, idx: torch.Tensor, other: Contexts) -> None:
-        """Rows ``idx`` [n'] ← ``other`` (in place)."""
-        self.tokens.index_copy_(0, idx, other.tokens)
-        self.k.index_copy_(1, idx, other.k)
-        self.v.index_copy_(1, idx, other.v)
-        self.length.index_copy_(0, idx, other.length)
-
-    def last_tokens(self, count: int) -> torch.Tensor:
-        """The last ``count`` valid tokens of every row: [n, count, E] (needs length >= count)."""
-        start = self.length - count  # [n]
-        idx = start[:, None] + torch.arange(count, device=start.device)  # [n, count]
-        return self.tokens.gather(1, idx[..., None].expand(-1, -1, self.tokens.shape[-1]))
-
-
-class NodeStore:
-    """The contexts of one batched search, keyed by (tree node, root row): flat slot node·B + b."""
-
-    def __init__(self, root: Contexts, num_nodes: int) -> None:
-        self.B = len(root)
-        self.ctx = root.empty_like(num_nodes * self.B)
-        self.ctx.assign(torch.arange(self.B, device=root.length.device), root)
-
-    def slots(self, node: torch.Tensor | int, batch_idx: torch.Tensor) -> torch.Tensor:
-        return node * self.B + batch_idx
-
-    def get(self, node: torch.Tensor | int, batch_idx: torch.Tensor) -> Contexts:
-        return self.ctx.select(self.slots(node, batch_idx))
-
-    def put(self, node: torch.Tensor | int, batch_idx: torch.Tensor, ctx: Contexts) -> None:
-        self.ctx.assign(self.slots(node, batch_idx), ctx)
+    def action_base(self) -> int:
+        """Row of action 0's embedding in ``source``."""
+        return self.R * self.T
 
 
 class EnvHistory:

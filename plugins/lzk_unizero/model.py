@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lzk_unizero.attention import CausalSelfAttention, LayerKV, rope_tables
+from lzk_unizero.attention import CausalSelfAttention, rope_tables
 from lzk_unizero.config import UniZeroModelConfig
 
 
@@ -96,9 +96,8 @@ class Block(nn.Module):
         self.ffn = nn.Sequential(nn.Linear(E, 4 * E, bias=cfg.bias), nn.GELU(approximate="tanh"),
                                  nn.Linear(4 * E, E, bias=cfg.bias), nn.Dropout(cfg.dropout))
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                kv: LayerKV | None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), rope, kv)
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), rope)
         return x + self.ffn(self.ln2(x))
 
 
@@ -202,21 +201,18 @@ class WorldModel(nn.Module):
         return pairs.reshape(B, 2 * K, E)[:, : K + act_tokens.shape[1]]
 
     # --- transformer ------------------------------------------------------------------------
-    def transformer(self, x: torch.Tensor, positions: torch.Tensor,
-                    kv: Sequence[LayerKV] | None = None) -> torch.Tensor:
-        """Blocks over tokens x [n, m, E] at ``positions`` [n, m] int64 → ln_f output [n, m, E].
-
-        ``kv`` (one :class:`LayerKV` per layer) switches to the buffered path: the new tokens'
-        K/V are written into the buffers and attend to the valid past slots.
-        """
+    def transformer(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Causal blocks over whole sequences x [n, m, E] at ``positions`` [n, m] int64 → ln_f
+        output [n, m, E]. (Search uses :class:`lzk_unizero.inference.InferenceNet`, a folded
+        snapshot of these weights with KV caches; tests check the two agree.)"""
         rope = None
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
         else:
             rope = (self.rope_cos[positions], self.rope_sin[positions])
         x = self.drop(x)
-        for i, block in enumerate(self.blocks):
-            x = block(x, rope, None if kv is None else kv[i])
+        for block in self.blocks:
+            x = block(x, rope)
         return self.ln_f(x)
 
     def forward_tokens(self, tokens: torch.Tensor) -> torch.Tensor:

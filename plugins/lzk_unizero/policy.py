@@ -3,14 +3,19 @@
 Shapes: E env rows, M sequences, T observations per sequence, A actions, O' stacked obs shape.
 
 Which network does what (as LightZero): acting searches with the **online** model; ``value_fn``
-(bootstrap values over sampled sequences) uses the **target** model. Both run in eval mode.
+(bootstrap values over sampled sequences) and ``reanalyze_fn`` (buffer reanalysis searches) use
+the **target** model. All run in eval mode.
 
 Per-env state is the raw (observation, action) history of the last M = ⌊(context_length−1)/2⌋
-steps, kept separately for collect and eval (LightZero issue #506 mixes them) and dropped by
-``reset_envs`` or when ``timestep`` does not follow the recorded one. Root contexts are rebuilt
-from it at every ``act`` and search contexts live only for one search (see ``kv_cache.py``), so
-weight changes need no cache clearing (:meth:`clear_caches` is a documented no-op for trainers
-that call it after each epoch, as LightZero's loop does).
+steps (``history_pairs``), kept separately for collect and eval (LightZero issue #506 mixes them)
+and dropped by ``reset_envs`` or when ``timestep`` does not follow the recorded one. Root contexts
+are rebuilt from it at every ``act`` and search contexts live only for one search (see
+``kv_cache.py``): no cached context depends on the weights.
+
+Searches run on folded snapshots of the networks (:class:`~lzk_unizero.inference.InferenceNet`),
+rebuilt lazily when a version counter moves: both after every learner step (the EMA moves the
+target too), on ``load_state_dict`` and on :meth:`clear_caches`. Code that changes the weights
+behind the policy's back (e.g. a rank-0 weight broadcast) must call :meth:`mark_weights_changed`.
 """
 from __future__ import annotations
 
@@ -27,8 +32,8 @@ from lzkernel import ActResult, generator_state, set_generator_state
 from lzk_muzero.models import stacked_obs_shape
 from lzk_muzero.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
-from lzk_unizero.inference import SearchSession, root_inference, sequence_values
-from lzk_unizero.kv_cache import EnvHistory, root_pairs, window_inputs
+from lzk_unizero.inference import InferenceNet, SearchSession, sequence_values
+from lzk_unizero.kv_cache import EnvHistory, NodeStore, root_pairs, window_inputs
 from lzk_unizero.learner import Learner
 from lzk_unizero.model import WorldModel
 
@@ -79,12 +84,59 @@ class UniZeroPolicy:
                                average_gradients=average_gradients)
         self.capacity = cfg.model.context_length
         self.history = EnvHistory(root_pairs(self.capacity))
+        self._store: NodeStore | None = None  # search contexts; buffers reused across searches
+        # Weight versions and the snapshots built at them ([version, InferenceNet | None]).
+        self.model_version = self.target_version = 0
+        self._nets: dict[str, list[Any]] = {"online": [-1, None], "target": [-1, None]}
 
     @property
     def learner_steps(self) -> int:
         return self.learner.steps
 
+    @property
+    def history_pairs(self) -> int:
+        """M: past (observation, action) pairs in a root window (window length M + 1 observations)."""
+        return self.history.max_pairs
+
+    def mark_weights_changed(self) -> None:
+        """Invalidate both search snapshots (call after changing weights directly)."""
+        self.model_version += 1
+        self.target_version += 1
+
+    def _net(self, which: str) -> InferenceNet:
+        """The search snapshot of the online or target model at its current weight version."""
+        model, version = ((self.model, self.model_version) if which == "online"
+                          else (self.target_model, self.target_version))
+        slot = self._nets[which]
+        if model.training:  # the encoder's BatchNorm must use running statistics
+            model.eval()
+        if slot[0] != version:
+            slot[1], slot[0] = InferenceNet(model, self.capacity), version
+        return slot[1]
+
     # ------------------------------------------------------------------------------------------
+    def _search_windows(self, which: str, w_obs: np.ndarray, w_act: np.ndarray, n_obs: np.ndarray,
+                        legal: np.ndarray, to_play: np.ndarray, sims: int, *, add_noise: bool,
+                        deterministic: bool) -> tuple[Any, np.ndarray]:
+        """Search B root windows (``root_inference`` format) with the ``which`` ('online' or
+        'target') model → (SearchResult, root values [B] predicted by the model). The one search
+        path of ``act`` and ``reanalyze_fn``."""
+        with _torch_threads(self.cfg.search_threads), torch.inference_mode():
+            net = self._net(which)
+            if self._store is None or self._store.dtype != net.dtype or self._store.device != net.device:
+                cfg = self.cfg.model
+                self._store = NodeStore(self.capacity, cfg.num_layers, cfg.embed_dim, net.device, net.dtype)
+            session = SearchSession(
+                net, self._store, torch.as_tensor(w_obs, dtype=net.dtype, device=self.device),
+                torch.as_tensor(w_act, dtype=torch.int64, device=self.device), n_obs, sims,
+                self.value_support, self.reward_support)
+            pred_value = self.value_support.decode(session.root_value_logits).float().cpu().numpy()
+            result = self._search.search(
+                session, session.root_policy_logits.float().cpu().numpy(), legal,
+                np.asarray(to_play, dtype=np.int64), self._search_config(sims), self.rng,
+                add_noise=add_noise, deterministic=deterministic)
+        return result, pred_value
+
     def _search_config(self, num_simulations: int) -> Any:
         c = self.cfg
         return self._search.SearchConfig(
@@ -109,16 +161,8 @@ class UniZeroPolicy:
         w_obs, w_act, n_obs = window_inputs(self.history, keys, obs, ts)
         collect = mode == "collect"
         sims = self.cfg.num_simulations if collect else self.cfg.eval_num_simulations
-        with _torch_threads(self.cfg.search_threads), torch.inference_mode():
-            self.model.eval()
-            ctx, v_logits, p_logits, _ = root_inference(
-                self.model, torch.as_tensor(w_obs, device=self.device), torch.as_tensor(w_act, device=self.device),
-                torch.as_tensor(n_obs, device=self.device), self.capacity)
-            pred_value = self.value_support.decode(v_logits).float().cpu().numpy()
-            session = SearchSession(self.model, ctx, sims, self.value_support, self.reward_support)
-            result = self._search.search(
-                session, p_logits.float().cpu().numpy(), legal, np.asarray(to_play, dtype=np.int64),
-                self._search_config(sims), self.rng, add_noise=collect, deterministic=not collect)
+        result, pred_value = self._search_windows("online", w_obs, w_act, n_obs, legal, to_play, sims,
+                                                  add_noise=collect, deterministic=not collect)
         visits = result.visit_counts
         if not collect or epsilon > 0.0:
             actions, _ = self._search.select_action(visits, legal, 1.0, self.rng, True)
@@ -143,8 +187,44 @@ class UniZeroPolicy:
             self.history.reset((mode, int(e)))
 
     def clear_caches(self) -> None:
-        """Called after weight changes. Nothing cached depends on weights (root contexts are
-        rebuilt per ``act``, search contexts per search), so this keeps the env histories."""
+        """Called after weight changes (LightZero's loop does after each epoch): drops the search
+        snapshots and frees the search buffers. No search context outlives its search, so there
+        is nothing else to invalidate; env histories are env state and are kept."""
+        self.mark_weights_changed()
+        self._nets = {"online": [-1, None], "target": [-1, None]}
+        if self._store is not None:
+            self._store.release()
+
+    # ------------------------------------------------------------------------------------------
+    def reanalyze_fn(self, obs: np.ndarray, actions: np.ndarray, n_obs: np.ndarray, legal: np.ndarray,
+                     to_play: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Buffer reanalysis (SPEC §4.5 ``reanalyze_buffer``): fresh searches from R history windows
+        with the **target** model → (visit_dist [R, A] float32, rows summing to 1; root_value [R]
+        float32).
+
+        obs [R, W, *O'] right-padded windows in :func:`~lzk_unizero.inference.root_inference`'s
+        format (W <= ``history_pairs`` + 1; the last of the first ``n_obs[r]`` observations is the
+        root), actions [R, W−1] the actions between them, legal [R, A], to_play [R]. Unlike
+        LightZero (context-free roots), a root sees the same window ``act`` saw when it acted.
+        ``num_simulations`` simulations, root Dirichlet noise when ``reanalyze_noise``, random
+        tie-breaking from the policy RNG; searched in chunks of ``search_chunk`` roots.
+        """
+        obs = np.asarray(obs, dtype=np.float32)
+        legal = np.asarray(legal, dtype=bool)
+        to_play = np.asarray(to_play, dtype=np.int64)
+        n_obs = np.asarray(n_obs, dtype=np.int64)
+        R = obs.shape[0]
+        dist = np.zeros((R, self.num_actions), np.float32)
+        values = np.zeros(R, np.float32)
+        for lo in range(0, R, self.cfg.search_chunk):
+            sl = slice(lo, min(R, lo + self.cfg.search_chunk))
+            result, _ = self._search_windows("target", obs[sl], actions[sl], n_obs[sl], legal[sl], to_play[sl],
+                                             self.cfg.num_simulations, add_noise=self.cfg.reanalyze_noise,
+                                             deterministic=False)
+            visits = result.visit_counts
+            dist[sl] = visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)
+            values[sl] = result.root_value
+        return dist, values
 
     # ------------------------------------------------------------------------------------------
     def value_fn(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -163,7 +243,9 @@ class UniZeroPolicy:
 
     def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
         """One learner step on ``batch`` (fields of ``lzk_replay.Batch``) → (metrics, priorities [B])."""
-        return self.learner.step(batch)
+        out = self.learner.step(batch)
+        self.mark_weights_changed()  # the optimizer moved the online model, the EMA the target
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -177,6 +259,7 @@ class UniZeroPolicy:
         self.model.load_state_dict(state["model"])
         self.target_model.load_state_dict(state["target_model"])
         self.learner.load_state_dict(state["learner"])
+        self.mark_weights_changed()
         rng = state.get("rng")
         if rng is not None:
             set_generator_state(self.rng, rng)

@@ -1,20 +1,73 @@
 """The episode collector: whole episodes per call, as :class:`~lzkernel.Trajectory` objects.
 
 Behaviour of LightZero's ``MuZeroCollector.collect(n_episode)`` (SPEC §2.4) without the game
-segment cutting, which is the replay buffer's job here.
+segment cutting, which is the replay buffer's job here. :class:`CollectorBase` is what it shares
+with the segment collector (:mod:`lzk_workers.segment_collector`).
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from lzkernel import ActingPolicy, EnvSpec, Trajectory
-from lzk_workers.rollout import EpisodePlayer, RandomActor, balanced_quotas
+from lzk_workers.rollout import EpisodePlayer, PlayResult, RandomActor, balanced_quotas
 
 
-class EpisodeCollector:
+class CollectorBase:
+    """A recording :class:`EpisodePlayer` on ``envs`` persistent envs, the random warm-up actor,
+    the env-step and episode counters (the checkpointed state) and the ``collect/...`` metrics."""
+
+    def __init__(self, env_spec: EnvSpec, *, envs: int, seed: int, frame_stack: int,
+                 random_rng: np.random.Generator | None) -> None:
+        self.env_spec = env_spec
+        self.player = EpisodePlayer(env_spec.make_vector(envs, seed), env_spec, frame_stack,
+                                    mode="collect", record=True)
+        self.random_actor = RandomActor(random_rng if random_rng is not None else np.random.default_rng(seed))
+        self.total_env_steps = 0
+        self.total_episodes = 0
+
+    def _play(self, play: Callable[[ActingPolicy], PlayResult], policy: ActingPolicy,
+              random_policy: bool) -> tuple[list[Trajectory], dict[str, float]]:
+        """Run ``play`` with ``policy`` (or the random actor), count, and measure: the finished
+        pieces and the ``collect/...`` metrics plus the policy's mean ``search/...`` ones.
+        Return and length statistics appear only when an episode ended (never NaN)."""
+        start = time.perf_counter()
+        result = play(self.random_actor if random_policy else policy)
+        seconds = time.perf_counter() - start
+        self.total_env_steps += result.env_steps
+        self.total_episodes += len(result.episodes)
+        metrics = {
+            "collect/env_steps": float(result.env_steps),
+            "collect/episodes": float(len(result.episodes)),
+            "collect/seconds": seconds,
+            "collect/steps_per_second": result.env_steps / max(seconds, 1e-9),
+        }
+        if result.episodes:
+            returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
+            lengths = np.array([ep.length for ep in result.episodes], np.float64)
+            metrics.update({
+                "collect/return_mean": float(returns.mean()),
+                "collect/return_max": float(returns.max()),
+                "collect/return_min": float(returns.min()),
+                "collect/episode_length_mean": float(lengths.mean()),
+            })
+        metrics.update({k: v for k, v in result.policy_metrics.items() if k.startswith("search/")})
+        return result.pieces, metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total_env_steps": self.total_env_steps, "total_episodes": self.total_episodes}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.total_env_steps = int(state["total_env_steps"])
+        self.total_episodes = int(state["total_episodes"])
+
+    def close(self) -> None:
+        self.player.close()
+
+
+class EpisodeCollector(CollectorBase):
     """Plays ``n_episode`` whole episodes per :meth:`collect` on ``envs`` persistent envs.
 
     Env i owes ``balanced_quotas(n_episode, envs)[i]`` episodes per call. The vector env lives
@@ -26,14 +79,9 @@ class EpisodeCollector:
                  frame_stack: int = 1, random_rng: np.random.Generator | None = None) -> None:
         if n_episode < envs:
             raise ValueError(f"n_episode ({n_episode}) must be >= envs ({envs})")
-        self.env_spec = env_spec
+        super().__init__(env_spec, envs=envs, seed=seed, frame_stack=frame_stack, random_rng=random_rng)
         self.n_episode = n_episode
         self.quota = balanced_quotas(n_episode, envs)  # [E]
-        self.player = EpisodePlayer(env_spec.make_vector(envs, seed), env_spec, frame_stack,
-                                    mode="collect", record=True)
-        self.random_actor = RandomActor(random_rng if random_rng is not None else np.random.default_rng(seed))
-        self.total_env_steps = 0
-        self.total_episodes = 0
 
     def collect(self, policy: ActingPolicy, *, temperature: float, epsilon: float,
                 random_policy: bool = False, n_episode: int | None = None,
@@ -52,35 +100,5 @@ class EpisodeCollector:
             raise ValueError(f"n_episode must be >= 1, got {n_episode}")
         else:
             quota = balanced_quotas(n_episode, self.player.num_envs)
-        start = time.perf_counter()
-        actor = self.random_actor if random_policy else policy
-        result = self.player.play(actor, quota, temperature=temperature, epsilon=epsilon)
-        seconds = time.perf_counter() - start
-        self.total_env_steps += result.env_steps
-        self.total_episodes += len(result.episodes)
-        returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
-        lengths = np.array([ep.length for ep in result.episodes], np.float64)
-        metrics = {
-            "collect/env_steps": float(result.env_steps),
-            "collect/episodes": float(len(result.episodes)),
-            "collect/return_mean": float(returns.mean()),
-            "collect/return_max": float(returns.max()),
-            "collect/return_min": float(returns.min()),
-            "collect/episode_length_mean": float(lengths.mean()),
-            "collect/seconds": seconds,
-            "collect/steps_per_second": result.env_steps / max(seconds, 1e-9),
-        }
-        metrics.update({k: v for k, v in result.policy_metrics.items() if k.startswith("search/")})
-        trajectories = [ep.trajectory for ep in result.episodes]
-        assert all(t is not None for t in trajectories)  # the player records
-        return trajectories, metrics  # type: ignore[return-value]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"total_env_steps": self.total_env_steps, "total_episodes": self.total_episodes}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.total_env_steps = int(state["total_env_steps"])
-        self.total_episodes = int(state["total_episodes"])
-
-    def close(self) -> None:
-        self.player.close()
+        return self._play(lambda actor: self.player.play(actor, quota, temperature=temperature, epsilon=epsilon),
+                          policy, random_policy)

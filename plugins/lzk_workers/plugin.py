@@ -24,6 +24,19 @@ class EpisodeCollectorConfig:
 
 
 @dataclass
+class SegmentCollectorConfig:
+    """Options of the ``segment`` collector."""
+
+    envs: int = option(8, doc="Collector envs stepped together (they keep running across collects).", min=1)
+    num_segments: int = option(
+        8, doc="Finished segments per collect (a segment finishes when full or when its episode ends); "
+               "unfinished ones carry over to the next collect.", min=1)
+    segment_length: int = option(
+        50, doc="Transitions per segment, counted from the episode start; set it to the replay buffer's "
+                "segment_length so a collect returns whole buffer segments.", min=1)
+
+
+@dataclass
 class EpisodeEvaluatorConfig:
     """Options of the ``episodes`` evaluator."""
 
@@ -45,6 +58,16 @@ def make_episode_collector(cfg: EpisodeCollectorConfig, run: Any, *, env_spec: A
                             frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
 
 
+def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
+                           policy: Any = None) -> Any:
+    """``policy`` is accepted for the hookspec's calling convention and unused (see ``collect``)."""
+    from lzk_workers.segment_collector import SegmentCollector
+
+    return SegmentCollector(env_spec, envs=cfg.envs, num_segments=cfg.num_segments,
+                            segment_length=cfg.segment_length, seed=run.seed("collector", run.rank),
+                            frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
+
+
 def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
                            policy: Any = None) -> Any:
     """``policy`` is accepted for the hookspec's calling convention and unused (see ``evaluate``)."""
@@ -60,6 +83,9 @@ def lzkernel_register_collectors() -> list[Component]:
     return [
         Component("episode", factory=make_episode_collector, config=EpisodeCollectorConfig,
                   doc="Whole episodes per collect on persistent envs, one Trajectory per episode."),
+        Component("segment", factory=make_segment_collector, config=SegmentCollectorConfig,
+                  doc="A number of finished episode pieces per collect (UniZero); envs and unfinished "
+                      "pieces persist across collects."),
     ]
 
 

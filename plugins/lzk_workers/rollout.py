@@ -1,19 +1,28 @@
-"""Playing whole episodes on a vector env with a policy: the part collectors and evaluators share.
+"""Stepping a vector env with a policy: the loop collectors and evaluators share.
 
-:class:`EpisodePlayer` steps a :class:`~lzkernel.VectorEnv` until every env has finished its
-quota of episodes. Envs that met their quota stop acting (they are left out of the policy batch
-and are not stepped), and because auto-reset happens on the step that ends an episode, each of
-them then sits at the first state of a fresh episode: a later :meth:`EpisodePlayer.play`
-continues from there and no env step is wasted. Quotas per env, rather than "the first N episodes
-to finish", keep short episodes from being over-represented.
+:class:`EpisodePlayer` writes the stepping loop once (:meth:`EpisodePlayer._run`) and stops it by
+one of two rules:
 
-Shape letters: E envs, B acting rows (the active envs), A actions, O observation shape, S frames.
+* :meth:`EpisodePlayer.play`: every env finishes its quota of episodes. Envs that met their quota
+  stop acting (they are left out of the policy batch and are not stepped), and because auto-reset
+  happens on the step that ends an episode, each of them then sits at the first state of a fresh
+  episode: a later call continues from there and no env step is wasted. Quotas per env, rather
+  than "the first N episodes to finish", keep short episodes from being over-represented.
+* :meth:`EpisodePlayer.play_segments`: every env acts until enough *pieces* have finished. A piece
+  is a contiguous part of one env's episode; it finishes at the episode's end or when its last
+  timestep reaches a multiple of ``segment_length`` (counted from the episode start, so pieces line
+  up with the game segments a replay buffer cuts). Unfinished pieces stay with the player.
+
+Either way the envs, their frame windows and the pieces being recorded persist between calls.
+
+Shape letters: E envs, B acting rows (the active envs), A actions, O observation shape, S frames,
+T transitions.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -82,16 +91,24 @@ class RandomActor:
         """Stateless."""
 
 
-class _EpisodeRecord:
-    """One env's running episode, grown step by step, turned into a :class:`Trajectory`."""
+class _PieceRecord:
+    """One env's running piece of an episode, grown step by step, turned into a :class:`Trajectory`.
 
-    def __init__(self, obs: np.ndarray, legal: np.ndarray, to_play: int) -> None:
-        self.obs, self.legal, self.to_play = [obs], [legal], [to_play]  # T+1 entries once done
+    It starts at an observation with episode timestep ``t0``; obs/legal/to_play hold T+1 entries
+    after T transitions.
+    """
+
+    def __init__(self, obs: np.ndarray, legal: np.ndarray, to_play: int, t0: int) -> None:
+        self.t0 = t0
+        self.obs, self.legal, self.to_play = [obs], [legal], [to_play]
         self.actions: list[int] = []
         self.rewards: list[float] = []
         self.visits: list[np.ndarray] = []
         self.root_values: list[float] = []
         self.pred_values: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.actions)
 
     def add(self, action: int, reward: float, visit: np.ndarray, root: float, pred: float,
             obs: np.ndarray, legal: np.ndarray, to_play: int) -> None:
@@ -105,7 +122,7 @@ class _EpisodeRecord:
         self.legal.append(legal)
         self.to_play.append(to_play)
 
-    def to_trajectory(self, env_id: int, terminal: bool, episode_return: float) -> Trajectory:
+    def to_trajectory(self, env_id: int, ended: bool, terminal: bool, episode_return: float) -> Trajectory:
         t = len(self.actions)
         return Trajectory(
             obs=np.stack(self.obs).astype(np.float32, copy=False),
@@ -116,8 +133,8 @@ class _EpisodeRecord:
             pred_values=np.asarray(self.pred_values, np.float32),
             legal=np.stack(self.legal).astype(bool, copy=False),
             to_play=np.asarray(self.to_play, np.int64),
-            timestep=np.arange(t + 1, dtype=np.int64),
-            ended=True,
+            timestep=np.arange(self.t0, self.t0 + t + 1, dtype=np.int64),
+            ended=ended,
             terminal=terminal,
             env_id=env_id,
             episode_return=episode_return,
@@ -135,14 +152,26 @@ class FinishedEpisode:
     env_id: int
     episode_return: float
     length: int
-    trajectory: Trajectory | None  # None when the player does not record
 
 
 @dataclass
 class PlayResult:
-    episodes: list[FinishedEpisode]  # in order of completion
-    env_steps: int  # env steps taken by this call (= transitions of the episodes when recording)
+    episodes: list[FinishedEpisode]  # episodes that ended in this call, in order of completion
+    pieces: list[Trajectory]  # pieces that finished in this call, in order ([] when not recording)
+    env_steps: int  # env steps taken by this call
     policy_metrics: dict[str, float]  # mean over act calls of each metric the policy returned
+
+
+@dataclass
+class _Progress:
+    """What the running call has done so far: what its stop rule looks at."""
+
+    episodes: np.ndarray  # [E] int64 episodes ended per env
+    pieces: int = 0  # pieces finished (also counted when not recording)
+
+
+#: A stop rule: the envs [E] bool that act next, given the call's progress; none ends the call.
+_StopRule = Callable[[_Progress], np.ndarray]
 
 
 def _check_act(res: ActResult, b: int, a: int) -> ActResult:
@@ -162,7 +191,7 @@ def _check_act(res: ActResult, b: int, a: int) -> ActResult:
 
 
 class EpisodePlayer:
-    """Plays episodes on one vector env; keeps the envs' state between :meth:`play` calls.
+    """Plays on one vector env; keeps the envs' state and the running pieces between calls.
 
     ``record=False`` keeps only returns and lengths (evaluation), not trajectories.
     """
@@ -178,40 +207,73 @@ class EpisodePlayer:
         self.window = FrameWindow(venv.num_envs, tuple(env_spec.obs_shape), frame_stack)
         self._state: StepBatch | None = None  # the envs' current states (rows of the last batch)
         self.timestep = np.zeros(venv.num_envs, np.int64)  # [E] step index within the episode
-        self._records: list[_EpisodeRecord | None] = [None] * venv.num_envs
+        self._records: list[_PieceRecord | None] = [None] * venv.num_envs
+
+    @property
+    def pending_transitions(self) -> np.ndarray:
+        """[E] int64 transitions of each env's running (unfinished) piece; zeros when not recording."""
+        return np.array([0 if rec is None else len(rec) for rec in self._records], np.int64)
 
     def restart(self) -> None:
-        """Reset every env: each starts a fresh episode (running ones are dropped)."""
+        """Reset every env: each starts a fresh episode (running ones and their pieces are dropped)."""
         batch = self.venv.reset()
         ids = np.arange(self.num_envs)
         self._state = batch
         self.timestep[:] = 0
         self.window.reset(ids, batch.obs)
         for i in ids:
-            self._start(i, batch)
+            self._start(i, batch, 0)
 
-    def _start(self, i: int, batch: StepBatch) -> None:
+    def _start(self, i: int, batch: StepBatch, t0: int) -> None:
+        """Env i's next piece starts at its row of ``batch``, episode timestep ``t0``."""
         if self.record:
-            self._records[i] = _EpisodeRecord(batch.obs[i].copy(), batch.legal[i].copy(), int(batch.to_play[i]))
+            self._records[i] = _PieceRecord(batch.obs[i].copy(), batch.legal[i].copy(), int(batch.to_play[i]), t0)
 
     def play(self, policy: ActingPolicy, quota: np.ndarray, *, temperature: float = 1.0,
              epsilon: float = 0.0) -> PlayResult:
         """Act until env i has finished ``quota[i]`` more episodes, for every i.
 
+        Pieces are not cut: each ended episode gives one piece, from where its env's running piece
+        started (the episode start, unless :meth:`play_segments` left a piece running).
+        """
+        quota = np.asarray(quota, np.int64)
+        return self._run(policy, lambda p: p.episodes < quota, None, temperature, epsilon)
+
+    def play_segments(self, policy: ActingPolicy, segment_length: int, *, n_segments: int = 0,
+                      n_episode: int = 0, temperature: float = 1.0, epsilon: float = 0.0) -> PlayResult:
+        """Act with every env until at least ``n_segments`` pieces have finished and at least
+        ``n_episode`` episodes have ended in this call.
+
+        A piece finishes when its episode ends (``ended=True``) or when its last timestep is a
+        positive multiple of ``segment_length`` (``ended=False``, ``terminal=False``); the env's
+        next piece starts at that same observation and timestep, or at the reset observation and
+        timestep 0 after an episode end.
+        """
+        if segment_length < 1:
+            raise ValueError(f"segment_length must be >= 1, got {segment_length}")
+        everyone, nobody = np.ones(self.num_envs, bool), np.zeros(self.num_envs, bool)
+
+        def rule(p: _Progress) -> np.ndarray:
+            return everyone if p.pieces < n_segments or p.episodes.sum() < n_episode else nobody
+
+        return self._run(policy, rule, segment_length, temperature, epsilon)
+
+    def _run(self, policy: ActingPolicy, acting: _StopRule, segment_length: int | None,
+             temperature: float, epsilon: float) -> PlayResult:
+        """The stepping loop: act with the envs ``acting`` names until it names none; cut pieces
+        at multiples of ``segment_length`` (None: only at episode ends).
+
         Calls ``policy.reset_envs(ids, mode)`` for the envs whose episode just ended.
         """
         if self._state is None:
             self.restart()
-        quota = np.asarray(quota, np.int64)
-        done = np.zeros(self.num_envs, np.int64)
-        episodes: list[FinishedEpisode] = []
-        env_steps = 0
+        progress = _Progress(np.zeros(self.num_envs, np.int64))
+        out = PlayResult([], [], 0, {})
         metric_sum: dict[str, float] = defaultdict(float)
         metric_n: dict[str, int] = defaultdict(int)
-        while (done < quota).any():
+        while (active := acting(progress)).any():  # active: [E] bool
             state = self._state
             assert state is not None
-            active = done < quota  # [E]
             ids = np.flatnonzero(active)  # [B] sorted env ids that act this step
             res = _check_act(
                 policy.act(self.window.stacked(ids), state.legal[ids], state.to_play[ids], mode=self.mode,
@@ -224,26 +286,26 @@ class EpisodePlayer:
             actions = np.zeros(self.num_envs, np.int64)
             actions[ids] = res.action
             batch = self.venv.step(actions, active=active)
-            env_steps += len(ids)
+            out.env_steps += len(ids)
             ended = (batch.terminated | batch.truncated) & active  # [E]
+            self.timestep[ids] += 1  # now the timestep of the observation each transition led to
             for row, i in enumerate(ids):
-                self._advance(i, row, res, batch, bool(ended[i]), episodes)
-            self.timestep[ids] += 1
+                self._advance(i, row, res, batch, bool(ended[i]), segment_length, progress, out)
             ended_ids = np.flatnonzero(ended)
             going = ids[~ended[ids]]
             self.window.push(going, batch.obs[going])
             self.window.reset(ended_ids, batch.obs[ended_ids])  # obs rows of ended envs: new episode
             self.timestep[ended_ids] = 0
-            done += ended
             self._state = batch
             if len(ended_ids):
                 policy.reset_envs(ended_ids.tolist(), self.mode)
-        metrics = {k: metric_sum[k] / metric_n[k] for k in metric_sum}
-        return PlayResult(episodes, env_steps, metrics)
+        out.policy_metrics = {k: metric_sum[k] / metric_n[k] for k in metric_sum}
+        return out
 
     def _advance(self, i: int, row: int, res: ActResult, batch: StepBatch, ended: bool,
-                 episodes: list[FinishedEpisode]) -> None:
-        """Record env i's transition (policy row ``row``); on an episode end, emit it."""
+                 segment_length: int | None, progress: _Progress, out: PlayResult) -> None:
+        """Record env i's transition (policy row ``row``); emit its piece when it finishes."""
+        t = int(self.timestep[i])  # timestep of the observation the transition led to
         rec = self._records[i]
         if rec is not None:
             to_play = _final_to_play(rec.to_play[-1]) if ended else int(batch.to_play[i])
@@ -253,14 +315,22 @@ class EpisodePlayer:
             rec.add(int(res.action[row]), float(batch.reward[i]), res.visit_dist[row].copy(),
                     float(res.root_value[row]), float(res.pred_value[row]),
                     batch.final_obs[i].copy(), legal, to_play)
-        if not ended:
+        # Cutting where the timestep is a multiple of L (not where the piece holds L transitions)
+        # keeps pieces aligned with the episode start even if one started elsewhere.
+        if not (ended or (segment_length is not None and t % segment_length == 0)):
             return
-        terminal = bool(batch.terminated[i]) or (bool(batch.truncated[i]) and self.truncation_as_terminal)
-        ret = float(batch.episode_return[i])
-        traj = rec.to_trajectory(int(i), terminal, ret) if rec is not None else None
-        episodes.append(FinishedEpisode(int(i), ret, int(batch.episode_length[i]), traj))
-        self._start(i, batch)
+        progress.pieces += 1
+        terminal, ret = False, 0.0
+        if ended:
+            terminal = bool(batch.terminated[i]) or (bool(batch.truncated[i]) and self.truncation_as_terminal)
+            ret = float(batch.episode_return[i])
+            out.episodes.append(FinishedEpisode(int(i), ret, int(batch.episode_length[i])))
+            progress.episodes[i] += 1
+        if rec is not None:
+            out.pieces.append(rec.to_trajectory(int(i), ended, terminal, ret))
+        # After an end batch.obs[i] is the reset observation (never the terminal one); after a
+        # cut it is the observation just reached, which is also the emitted piece's obs[T].
+        self._start(i, batch, 0 if ended else t)
 
     def close(self) -> None:
         self.venv.close()
-

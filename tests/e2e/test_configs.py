@@ -17,21 +17,28 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 TINY = [
     "run.max_env_steps=400", "run.checkpoint_every=10", "run.log_every=5", "run.progress=false",
-    "run.threads=1", "policy.num_simulations=4", "policy.batch_size=32", "policy.model.latent_dim=32",
-    "policy.model.proj_hidden=64", "policy.model.proj_out=64", "policy.model.pred_hidden=32",
-    "policy.model.pred_out=64",
-    "collector.envs=2", "collector.n_episode=2",
+    "run.threads=1", "policy.num_simulations=4", "policy.batch_size=32",
     "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=10",
 ]
+POLICY = {
+    "muzero": ["policy.model.latent_dim=32", "policy.model.proj_hidden=64", "policy.model.proj_out=64",
+               "policy.model.pred_hidden=32", "policy.model.pred_out=64"],
+    "unizero": ["policy.model.embed_dim=16", "policy.eval_num_simulations=4"],
+}
+COLLECTOR = {"episode": ["collector.envs=2", "collector.n_episode=2"],
+             "segment": ["collector.envs=2", "collector.num_segments=2", "collector.segment_length=20"]}
 SCHEDULE = {"fixed": ["update_schedule.updates_per_collect=10"], "replay_ratio": []}
-TRAINER = {"rezero": ["trainer.reanalyze_min_transitions=100"], "muzero": ["trainer.reanalyze_ratio=0.25"]}
+TRAINER = {"rezero": ["trainer.reanalyze_min_transitions=100"], "muzero": ["trainer.reanalyze_ratio=0.25"],
+           "unizero_segment": ["trainer.buffer_reanalyze_freq=1", "trainer.reanalyze_min_transitions=100",
+                               "buffer.reanalyze_sequences=8", "update_schedule.ratio=0.05"]}
 
 
 def _overrides(config: Path, out_dir: Path) -> list[str]:
     import yaml
 
     data = yaml.safe_load(config.read_text())
-    extra = SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], [])
+    extra = (POLICY.get(data["policy"]["name"], []) + COLLECTOR.get(data["collector"]["name"], [])
+             + SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], []))
     return [f"run.out_dir={out_dir}", *TINY, *extra]
 
 

@@ -8,6 +8,7 @@ from lzk_envs.plugin import GymEnvConfig, lzkernel_register_envs
 from lzk_workers.plugin import (
     EpisodeCollectorConfig,
     EpisodeEvaluatorConfig,
+    SegmentCollectorConfig,
     lzkernel_register_collectors,
     lzkernel_register_evaluators,
 )
@@ -26,9 +27,9 @@ def test_plugin_modules_import_no_heavy_packages() -> None:
 
 def test_registrations() -> None:
     (env,) = lzkernel_register_envs()
-    (col,) = lzkernel_register_collectors()
+    cols = {c.name: c.config for c in lzkernel_register_collectors()}
     (ev,) = lzkernel_register_evaluators()
     assert (env.name, env.config) == ("gymnasium", GymEnvConfig)
-    assert (col.name, col.config) == ("episode", EpisodeCollectorConfig)
+    assert cols == {"episode": EpisodeCollectorConfig, "segment": SegmentCollectorConfig}
     assert (ev.name, ev.config) == ("episodes", EpisodeEvaluatorConfig)
     assert {"episodes", "stop_value"} <= set(EpisodeEvaluatorConfig.__dataclass_fields__)

@@ -35,3 +35,20 @@ def test_rezero_return_rises_clearly_above_random(tmp_path: Path) -> None:
     evals = [r["eval/return_mean"] for r in records if r["event"] == "eval"]
     assert evals[0] < 2 * RANDOM_RETURN  # the untrained policy is no better than random's ballpark
     assert max(evals) >= 100, f"evaluation returns {evals}"  # > 4x random: it learned
+
+
+@pytest.mark.slow
+def test_unizero_return_rises_clearly_above_random(tmp_path: Path) -> None:
+    """UniZero with the shipped CartPole config, evaluated more often and stopped at 100."""
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "lzkernel", "run", str(ROOT / "configs" / "cartpole_unizero.yaml"),
+        f"run.out_dir={out}", "run.max_env_steps=12000", "run.progress=false", "run.threads=1",
+        "evaluator.every_train_iters=100", "evaluator.episodes=10", "evaluator.stop_value=100",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r["eval/return_mean"] for r in records if r["event"] == "eval"]
+    assert evals[0] < 2 * RANDOM_RETURN
+    assert max(evals) >= 100, f"evaluation returns {evals}"

@@ -6,7 +6,6 @@ import torch
 
 from lzkernel import ActingPolicy
 from lzk_unizero.config import UniZeroPolicyConfig
-from lzk_unizero.inference import root_inference
 from lzk_unizero.policy import UniZeroPolicy
 from test_unizero_loss import _batch
 from unizero_helpers import NUM_ACTIONS, OBS_DIM, tiny_cfg
@@ -52,10 +51,12 @@ def test_pred_value_is_the_root_window_value():
         res = pol.act(obs_seq[t], np.ones((1, NUM_ACTIONS), bool), np.full(1, -1), mode="eval",
                       env_ids=np.zeros(1, np.int64), timestep=np.array([t]))
         acts.append(int(res.action[0]))
-    with torch.no_grad():
+    with torch.no_grad():  # the model's own uncached forward of the window [o0, a0, o1, a1, o2]
         pol.model.eval()
-        _, v, _, _ = root_inference(pol.model, torch.as_tensor(obs_seq[:, 0][None]),
-                                    torch.as_tensor([acts[:2]]), torch.tensor([3]), 8)
+        m = pol.model
+        h = m.forward_tokens(m.interleave(m.encode(torch.as_tensor(obs_seq[:, 0][None])),
+                                          m.embed_actions(torch.as_tensor([acts[:2]]))))
+        v, _ = m.obs_heads(h[:, -1])
     np.testing.assert_allclose(res.pred_value, pol.value_support.decode(v).numpy(), rtol=1e-5, atol=1e-5)
 
 

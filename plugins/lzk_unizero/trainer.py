@@ -1,0 +1,70 @@
+"""The ``unizero_segment`` trainer (SPEC §1.2) on the shared loop skeleton.
+
+One epoch, as every lzkernel trainer (``lzk_loop``): evaluate when due → collect segments
+(``collector: segment``) → updates from the schedule (``replay_ratio``) → push/trim →
+buffer reanalysis on the ``buffer_reanalyze_freq`` schedule (``buffer: unizero``) → train once
+enough data is stored → clear the policy's caches → checkpoint (the newest ``run.keep_last``
+plus ``best``) → stop on budget, ``stop_value`` or a signal.
+
+Differences from LightZero's ``train_unizero_segment`` (also in ``docs/algorithms/unizero.md``):
+
+* a resumed run restores the replay buffer when the checkpoint holds it (``run.save_buffer``);
+  only when it does not, training waits for ``resume_train_start_transitions`` fresh
+  transitions (LightZero's ``resume_buffer_min_transitions``, its only option);
+* the epoch counter, the evaluator's best return and last-evaluation iteration and the collector
+  counters are restored on resume (LightZero restarts them);
+* an epoch without enough data still counts (LightZero ``continue``s before its epoch counter).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lzk_loop import LoopConfig, ReanalysingTrainer
+from lzkernel import option
+
+
+@dataclass
+class UniZeroSegmentConfig(LoopConfig):
+    """Options of the ``unizero_segment`` trainer."""
+
+    buffer_reanalyze_freq: float = option(
+        0.0, doc="Buffer reanalysis (SPEC §4.5): f >= 1: int(f) times per epoch, spread over the updates; "
+                 "0 < f < 1: once every round(1/f) epochs; 0: never. LightZero has no default; its "
+                 "CartPole config does not reanalyse.", min=0.0)
+    reanalyze_min_transitions: int = option(
+        0, doc="Reanalyse only once the buffer holds more than this many transitions.", min=0)
+    resume_train_start_transitions: int = option(
+        0, doc="After a resume from a checkpoint without the replay buffer, train only once this many "
+               "transitions are stored again (LightZero's resume_buffer_min_transitions).", min=0)
+
+
+class UniZeroSegmentTrainer(ReanalysingTrainer):
+    """UniZero with segment collection and buffer reanalysis (see the module docstring)."""
+
+    cfg: UniZeroSegmentConfig
+
+    def __init__(self, cfg: UniZeroSegmentConfig, run: Any) -> None:
+        super().__init__(cfg, run)
+        for role, obj, method in (("policy", self.policy, "value_fn"), ("buffer", self.buffer, "reanalyze")):
+            if not callable(getattr(obj, method, None)):
+                raise TypeError(f"trainer unizero_segment needs a {role} with {method}()")
+        self._buffer_restored = False
+
+    def reanalyze_buffer(self) -> dict[str, Any]:
+        return self.buffer.reanalyze(self.policy.reanalyze_fn, self.sample_rng,
+                                     history=int(self.policy.history_pairs))
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        self._buffer_restored = "buffer_meta" in state
+
+    def train_start_transitions(self) -> int:
+        start = super().train_start_transitions()
+        if self.resumed and not self._buffer_restored:
+            start = max(start, self.cfg.resume_train_start_transitions)
+        return start
+
+    def after_epoch(self) -> None:
+        # The weights changed: nothing built with the old ones may serve the next search.
+        self.policy.clear_caches()
