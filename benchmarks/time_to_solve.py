@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import write_results
+
 # LightZero 0.2.0 medians measured on this 2-core machine (issue text): seconds to mean return 200.
 LIGHTZERO_MEDIAN_S = {"cartpole_muzero": 377.0, "cartpole_rezero": 224.0, "cartpole_unizero": 825.0}
 PHASES = ("collect", "sample", "learn", "reanalyze", "eval", "buffer", "checkpoint")
@@ -112,10 +114,7 @@ def main() -> int:
               f"{str(r['env_steps_to_solve']):>9} {str(r['train_iters_to_solve']):>6}")
     print(f"median seconds to solve: {median}  (LightZero {lz}, goal <= {summary['goal_s']})  "
           f"meets goal: {summary['meets_goal']}")
-    out = Path(args.json_out or f"benchmarks/results/time_to_solve_{name}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=1))
-    print(f"written {out}")
+    write_results(summary, f"time_to_solve_{name}.json", args.json_out)
     return 0
 
 

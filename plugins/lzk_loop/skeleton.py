@@ -28,7 +28,9 @@ world size.
 """
 from __future__ import annotations
 
+import os
 import random
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -49,6 +51,18 @@ class LoopConfig:
     eval_at_start: bool = option(True, doc="Evaluate once before the first collection.")
     train_start_transitions: int = option(
         0, doc="Train only once the buffer holds more than max(this, batch_size) transitions.", min=0)
+
+
+def rss_mb() -> float:
+    """This process's current resident set size in MiB (peak RSS where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+        return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 class _Timer:
@@ -212,7 +226,7 @@ class LoopTrainer:
         self.timer.add("buffer", time.perf_counter() - t1)
         run.env_steps += self._sum_over_ranks(local)
         run.emit_collect({**metrics, "collect/temperature": temperature, "collect/epsilon": epsilon,
-                          "buffer/transitions": float(self.buffer.num_transitions)})
+                          "buffer/transitions": float(self.buffer.num_transitions), "sys/rss_mb": rss_mb()})
         return local
 
     def _trim(self) -> None:

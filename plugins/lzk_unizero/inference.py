@@ -40,6 +40,7 @@ from lzk_muzero.support import DiscreteSupport, inverse_scalar_transform_np
 from lzk_unizero.attention import rotate_half_rows
 from lzk_unizero.kv_cache import NodeStore, keep_tokens
 from lzk_unizero.model import Block, Head, WorldModel
+from lzk_unizero.numba_search import search_step, weights_of
 
 
 def _fold_norm(norm: nn.LayerNorm, w: torch.Tensor, b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -360,12 +361,22 @@ class SearchSession:
     pass of <= T − 1 tokens costs less than splitting the batch — and the latent token is then
     appended with the cache. ``cached=False`` recomputes both passes from the tokens (the
     reference the benchmark compares against); both keep the same tokens, so outputs agree.
+
+    ``backend="numba"`` runs each call as one compiled kernel
+    (:func:`lzk_unizero.numba_search.search_step`) on the same store and tokens, with the same
+    extend/rebuild rule per row (rows need not share a path, and any subset of trees is built in
+    place); it needs a cached search of a float32 CPU snapshot (:func:`numba_supported`). Root
+    inference stays in torch either way. ``backend="torch"`` is the reference.
     """
 
     def __init__(self, net: InferenceNet, store: NodeStore, obs: torch.Tensor, actions: torch.Tensor,
                  n_obs: np.ndarray, num_simulations: int, value_support: DiscreteSupport,
-                 reward_support: DiscreteSupport, *, cached: bool = True) -> None:
-        self.net, self.store, self.cached = net, store, cached
+                 reward_support: DiscreteSupport, *, cached: bool = True, backend: str = "torch") -> None:
+        if backend not in ("torch", "numba"):
+            raise ValueError(f"backend must be 'torch' or 'numba', got {backend!r}")
+        if backend == "numba" and not (cached and numba_supported(net)):
+            raise ValueError("the numba backend needs cached=True and a float32 CPU snapshot")
+        self.net, self.store, self.cached, self.backend = net, store, cached, backend
         self.B = obs.shape[0]
         store.reset(num_simulations + 1, self.B, net.action_tokens)
         self.root_value_logits, self.root_policy_logits, _ = root_inference(net, obs, actions, n_obs, store)
@@ -375,12 +386,19 @@ class SearchSession:
         self.value_support, self.reward_support = value_support, reward_support
         self._rows_T = np.arange(self.B) * store.T  # row offsets into a block's flattened tokens
         self.calls = 0
+        if backend == "numba":
+            self._weights = weights_of(net)
+            # numpy views of the store (no copies): the kernel extends the contexts root inference wrote.
+            self._tokens_np, self._kv_np = store.tokens.numpy(), store.kv.numpy()
+            self._supports = (_support_np(reward_support), _support_np(value_support))
         #: When a list, every call appends (batch_idx, parent_node, action, new_node, reward
         #: logits, value logits, policy logits) as numpy arrays (tests, debugging).
         self.record: list[tuple[np.ndarray, ...]] | None = None
 
     def __call__(self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray,
                  new_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.backend == "numba":
+            return self._call_numba(batch_idx, parent_node, action, new_node)
         st, net = self.store, self.net
         B, T, E = st.B, st.T, st.E
         b = np.asarray(batch_idx, dtype=np.int64)
@@ -437,6 +455,27 @@ class SearchSession:
                                 *(x.detach().cpu().numpy() for x in (reward, value, policy))))
         return (*self._decode(reward, value), _numpy_f32(policy))
 
+    def _call_numba(self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray,
+                    new_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        st = self.store
+        b = np.asarray(batch_idx, dtype=np.int64)
+        n = b.shape[0]
+        parent = np.asarray(parent_node, dtype=np.int64) * st.B + b
+        child = int(new_node) * st.B + b
+        w = self._weights
+        reward = np.empty((n, w.act_bb.shape[0]), np.float32)
+        value = np.empty((n, w.obs_ba.shape[0]), np.float32)
+        policy = np.empty((n, w.obs_bb.shape[0]), np.float32)
+        expect = np.empty((2, n), np.float32)
+        search_step(parent, child, np.asarray(action, dtype=np.int64), self.keep, self._tokens_np, self._kv_np,
+                    st.length, w, *self._supports, reward, value, policy, expect)
+        self.calls += 1
+        if self.record is not None:
+            self.record.append((b.copy(), np.array(parent_node), np.array(action, dtype=np.int64),
+                                np.array(new_node), reward.copy(), value.copy(), policy.copy()))
+        r, v = _inverse_h(expect)
+        return r, v, policy
+
     def _decode(self, reward: torch.Tensor, value: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """h⁻¹(E_softmax[support]) of reward and value logits [n, N] → two [n] float32 arrays."""
         if self.joint_decode:  # one softmax·support reduction for both heads
@@ -446,6 +485,15 @@ class SearchSession:
             return r, v
         return (_inverse_h(_numpy_f32(self.reward_support.expectation(reward))),
                 _inverse_h(_numpy_f32(self.value_support.expectation(value))))
+
+
+def numba_supported(net: InferenceNet) -> bool:
+    """Whether the numba search step can serve ``net``: a float32 snapshot on the CPU."""
+    return net.device.type == "cpu" and net.dtype == torch.float32
+
+
+def _support_np(support: DiscreteSupport) -> np.ndarray:
+    return np.ascontiguousarray(support.values.detach().to("cpu", torch.float32).numpy())
 
 
 def sequence_values(model: WorldModel, obs: torch.Tensor, actions: torch.Tensor,

@@ -32,7 +32,7 @@ from lzkernel import ActResult, generator_state, set_generator_state
 from lzk_muzero.models import stacked_obs_shape
 from lzk_muzero.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
-from lzk_unizero.inference import InferenceNet, SearchSession, sequence_values
+from lzk_unizero.inference import InferenceNet, SearchSession, numba_supported, sequence_values
 from lzk_unizero.kv_cache import EnvHistory, NodeStore, root_pairs, window_inputs
 from lzk_unizero.learner import Learner
 from lzk_unizero.model import WorldModel
@@ -129,13 +129,17 @@ class UniZeroPolicy:
             session = SearchSession(
                 net, self._store, torch.as_tensor(w_obs, dtype=net.dtype, device=self.device),
                 torch.as_tensor(w_act, dtype=torch.int64, device=self.device), n_obs, sims,
-                self.value_support, self.reward_support)
+                self.value_support, self.reward_support, backend=self._backend(net))
             pred_value = self.value_support.decode(session.root_value_logits).float().cpu().numpy()
             result = self._search.search(
                 session, session.root_policy_logits.float().cpu().numpy(), legal,
                 np.asarray(to_play, dtype=np.int64), self._search_config(sims), self.rng,
                 add_noise=add_noise, deterministic=deterministic)
         return result, pred_value
+
+    def _backend(self, net: InferenceNet) -> str:
+        """``search_backend``, except that numba serves float32 CPU snapshots only."""
+        return "numba" if self.cfg.search_backend == "numba" and numba_supported(net) else "torch"
 
     def _search_config(self, num_simulations: int) -> Any:
         c = self.cfg

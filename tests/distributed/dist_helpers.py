@@ -20,6 +20,7 @@ import psutil
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CARTPOLE_REZERO = REPO / "configs" / "cartpole_rezero.yaml"
+CARTPOLE_UNIZERO = REPO / "configs" / "cartpole_unizero.yaml"
 BIN = Path(sys.executable).parent
 TORCHRUN = str(BIN / "torchrun") if (BIN / "torchrun").exists() else None
 

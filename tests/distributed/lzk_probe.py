@@ -1,6 +1,7 @@
 """A test-only lzkernel plugin (loaded with ``-p lzk_probe``, ``tests/distributed`` on PYTHONPATH).
 
-Registers the trainer ``rezero_probe``: the real ReZero trainer plus
+Registers the trainers ``rezero_probe`` and ``unizero_probe``: the real ReZero / UniZero segment
+trainers plus
 
 * ``dump_dir``: at the end of ``train()`` every rank writes ``rank<R>.pt`` there: the online and
   target parameters and buffers, counters, ``run.dir`` and the comm time, so a test can compare
@@ -18,18 +19,31 @@ from pathlib import Path
 from typing import Any
 
 from lzk_rezero.trainers import ReZeroConfig, ReZeroTrainer
+from lzk_unizero.trainer import UniZeroSegmentConfig, UniZeroSegmentTrainer
 from lzkernel import Component, hookimpl, option
 
 
 @dataclass
-class ProbeConfig(ReZeroConfig):
+class _ProbeOptions:
     dump_dir: str = option("", doc="Write rank<R>.pt with the final weights here ('' = off).")
     fault_rank: int = option(-1, doc="Rank that raises (-1: none).")
     fault_at_iter: int = option(0, doc="Raise before this update (0: at the start of train()).", min=0)
 
 
-class ProbeTrainer(ReZeroTrainer):
-    cfg: ProbeConfig
+@dataclass
+class ProbeConfig(ReZeroConfig, _ProbeOptions):
+    pass
+
+
+@dataclass
+class UniZeroProbeConfig(UniZeroSegmentConfig, _ProbeOptions):
+    pass
+
+
+class _Probe:
+    """The probe behaviour, mixed into a real trainer class."""
+
+    cfg: Any
 
     def _fault(self, where: str) -> None:
         raise RuntimeError(f"injected fault on rank {self.run.rank} {where}")
@@ -62,6 +76,8 @@ class ProbeTrainer(ReZeroTrainer):
             "learner_steps": int(policy.learner_steps),
             "reanalyses": int(getattr(self, "reanalyses", 0)),
             "collector_env_steps": int(self.collector.state_dict()["total_env_steps"]),
+            # Steps taken but still in unfinished pieces (segment collector): not yet counted.
+            "collector_pending": int(getattr(self.collector, "pending_transitions", 0)),
             "buffer_transitions": int(self.buffer.num_transitions),
             "comm_seconds": float(getattr(run.comm, "seconds", 0.0)),
             "params": {k: v.detach().cpu().clone() for k, v in policy.model.named_parameters()},
@@ -73,11 +89,17 @@ class ProbeTrainer(ReZeroTrainer):
         torch.save(out, path / f"rank{run.rank}.pt")
 
 
-def _make(cfg: ProbeConfig, run: Any) -> ProbeTrainer:
-    return ProbeTrainer(cfg, run)
+class ProbeTrainer(_Probe, ReZeroTrainer):
+    cfg: ProbeConfig
+
+
+class UniZeroProbeTrainer(_Probe, UniZeroSegmentTrainer):
+    cfg: UniZeroProbeConfig
 
 
 @hookimpl
 def lzkernel_register_trainers() -> list[Component]:
-    return [Component("rezero_probe", factory=_make, config=ProbeConfig,
-                      doc="Test only: ReZero plus per-rank weight dumps and fault injection.")]
+    return [Component("rezero_probe", factory=ProbeTrainer, config=ProbeConfig,
+                      doc="Test only: ReZero plus per-rank weight dumps and fault injection."),
+            Component("unizero_probe", factory=UniZeroProbeTrainer, config=UniZeroProbeConfig,
+                      doc="Test only: UniZero segment trainer plus per-rank weight dumps and fault injection.")]

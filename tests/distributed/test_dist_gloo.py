@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dist_helpers import CARTPOLE_REZERO, HERE, TINY, TORCHRUN, clean_env, leftover_processes, spawn_ranks, torchrun
+from dist_helpers import CARTPOLE_REZERO, CARTPOLE_UNIZERO, HERE, TINY, TORCHRUN, clean_env, leftover_processes, spawn_ranks, torchrun
 
 pytestmark = [
     pytest.mark.distributed,
@@ -143,6 +143,32 @@ def test_torchrun_training_keeps_ranks_identical_and_resumes(tmp_path: Path) -> 
         env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "written by a run with 2 rank(s)" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed next to this interpreter")
+def test_torchrun_unizero_keeps_ranks_identical(tmp_path: Path) -> None:
+    """The UniZero segment trainer on 2 gloo ranks, buffer reanalysis included: same updates,
+    bit-identical online and EMA target networks (LayerNorm/BatchNorm buffers too)."""
+    out, dump = tmp_path / "run", tmp_path / "dump"
+    args = ["run", "-p", "lzk_probe", str(CARTPOLE_UNIZERO), f"run.out_dir={out}", "trainer.name=unizero_probe",
+            f"+trainer.dump_dir={dump}", "comm.name=gloo", "comm.timeout_s=60",
+            "run.threads=1", "run.progress=false", "run.max_train_iters=12", "run.max_env_steps=100000",
+            "run.checkpoint_every=6", "run.log_every=3", "policy.num_simulations=4", "policy.eval_num_simulations=4",
+            "policy.batch_size=16", "policy.model.embed_dim=16", "collector.envs=2", "collector.num_segments=2",
+            "collector.segment_length=10", "buffer.segment_length=10", "evaluator.envs=2", "evaluator.episodes=2",
+            "evaluator.every_train_iters=6", "update_schedule.ratio=0.1", "trainer.buffer_reanalyze_freq=1",
+            "buffer.reanalyze_sequences=4"]
+    launch = torchrun(args, 2, timeout=240)
+    assert launch.returncode == 0, launch.output[-5000:]
+    assert not leftover_processes(launch.pids, marker=str(out))
+    a, b = _dumps(dump)
+    for key in ("train_iter", "env_steps", "epoch", "learner_steps", "reanalyses"):
+        assert a[key] == b[key], (key, a[key], b[key])
+    assert a["train_iter"] == 12 and a["reanalyses"] > 0
+    # Every env step is either delivered (counted in env_steps) or in an unfinished piece.
+    taken = a["collector_env_steps"] + b["collector_env_steps"]
+    assert taken - a["collector_pending"] - b["collector_pending"] == a["env_steps"]
+    _assert_identical(a, b)
 
 
 @pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed next to this interpreter")
