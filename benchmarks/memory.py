@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--json-out", default=None)
     ap.add_argument("overrides", nargs="*", help="extra config overrides")
-    args = ap.parse_args()
+    args = ap.parse_intermixed_args()
     marks = sorted(args.marks)
     name = Path(args.config).stem
     with tempfile.TemporaryDirectory(prefix="mem_") as tmp:

@@ -79,7 +79,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per seed")
     ap.add_argument("--json-out", default=None)
     ap.add_argument("overrides", nargs="*", help="extra config overrides for every seed")
-    args = ap.parse_args()
+    args = ap.parse_intermixed_args()
 
     name = Path(args.config).stem
     results = []

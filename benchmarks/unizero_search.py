@@ -1,22 +1,29 @@
 """UniZero search speed: the CartPole world model (E 64, 2 layers, 2 heads, context 8 tokens,
 101-atom supports, obs dim 4, A = 2) searched by ``lzk_mcts`` through ``lzk_unizero``'s KV-cached
-``SearchSession``, against the same search recomputing every context from its tokens.
+``SearchSession``, on both search backends (``policy.search_backend``: ``numba``, one compiled
+kernel per simulation, and ``torch``, the folded-snapshot reference), and against the same search
+recomputing every context from its tokens.
 
-Four tables, every figure the median (and min) over ``--repeats`` runs after ``--warmup``, the
-cases run round-robin (a shared machine's speed drifts; interleaving makes the drift hit all alike):
+Five tables, every figure the median (and min) over ``--repeats`` runs after ``--warmup``, the
+cases run round-robin in one process (a shared machine's speed drifts; interleaving makes the
+drift hit all alike; on a busy machine read the minimums):
 
 * ``search``: one search of B = 8 roots × 25 simulations from full root windows (3 past pairs,
-  the steady state of an episode), ``cached`` (the KV-cache search) versus ``uncached`` (both
-  model passes of every simulation recomputed from the node's tokens, ``SearchSession(cached=
-  False)``); ms per search, ms per simulation (model calls only), and the env steps/s that many
-  ms per decision would allow 8 envs.
+  the steady state of an episode): ``numba`` and ``torch`` (KV-cached) and ``uncached`` (torch,
+  both model passes of every simulation recomputed from the node's tokens, ``SearchSession(
+  cached=False)``); ms per search, ms per simulation (model calls only), and the env steps/s that
+  many ms per decision would allow 8 envs.
 * ``act``: a whole collect-mode ``UniZeroPolicy.act`` for 8 envs (root window from the env
-  history, root inference, search, action selection, history update) and its env steps/s.
+  history, root inference, search, action selection, history update) per backend, and its env
+  steps/s.
 * ``context``: ms per simulation by root window (0 … 3 past pairs) and by episode step
-  (10, 100, 1000 with full windows). The cost is bounded by the context length: it must not
-  grow with the episode.
+  (10, 100, 1000 with full windows), default (numba) backend. The cost is bounded by the
+  context length: it must not grow with the episode.
 * ``reanalyze``: ``reanalyze_fn`` on 128 full windows (target model, 25 simulations) by
-  ``search_chunk``: ms per root (how ``search_chunk``'s default was chosen).
+  ``search_chunk`` and backend: ms per root (how ``search_chunk``'s default was chosen).
+* ``compile``: the numba kernel's first-call cost in a fresh process: compiling into an empty
+  cache directory (once per install and source change), then loading from that cache (every
+  later process); measured as the first numba ``act`` minus a steady one.
 
 Goal (the issue): collection >= 264 env steps/s with 8 envs, i.e. <= ~30 ms per ``act``.
 
@@ -30,7 +37,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any
 
@@ -45,6 +56,7 @@ from lzk_unizero.policy import UniZeroPolicy
 
 ENVS, SIMS, OBS_DIM, ACTIONS = 8, 25, 4, 2
 GOAL_STEPS_PER_S = 264.0
+BACKENDS = ("numba", "torch")
 
 
 def _policy(seed: int = 0) -> UniZeroPolicy:
@@ -69,16 +81,17 @@ def _stats(xs: list[float]) -> tuple[float, float]:
 
 
 class SearchCase:
-    """One search of ENVS roots whose windows hold ``pairs`` past pairs, cached or not: ms per
-    search (root inference + S simulations + root statistics) and per simulation (model calls)."""
+    """One search of ENVS roots whose windows hold ``pairs`` past pairs on ``backend``, cached or
+    not: ms per search (root inference + S simulations + root statistics) and per simulation
+    (model calls)."""
 
-    def __init__(self, policy: UniZeroPolicy, cached: bool, pairs: int) -> None:
+    def __init__(self, policy: UniZeroPolicy, cached: bool, pairs: int, backend: str = "torch") -> None:
         rng = np.random.default_rng(1)
         M = policy.history_pairs
         self.w_obs = torch.as_tensor(_obs(rng, ENVS, M + 1))
         self.w_act = torch.as_tensor(rng.integers(0, ACTIONS, (ENVS, M)))
         self.n_obs = np.full(ENVS, pairs + 1)
-        self.policy, self.cached = policy, cached
+        self.policy, self.cached, self.backend = policy, cached, backend
         self.net = InferenceNet(policy.model.eval(), policy.capacity)
         mc = policy.cfg.model
         self.store = NodeStore(policy.capacity, mc.num_layers, mc.embed_dim, "cpu")
@@ -92,7 +105,7 @@ class SearchCase:
         with torch.inference_mode():
             t0 = time.perf_counter()
             session = SearchSession(self.net, self.store, self.w_obs, self.w_act, self.n_obs, SIMS,
-                                    p.value_support, p.reward_support, cached=self.cached)
+                                    p.value_support, p.reward_support, cached=self.cached, backend=self.backend)
             result = lzk_mcts.search(session, session.root_policy_logits.numpy(), legal, to_play,
                                      lzk_mcts.SearchConfig(num_simulations=SIMS),
                                      np.random.default_rng(self.calls), add_noise=True, deterministic=False)
@@ -108,11 +121,11 @@ class SearchCase:
 
 class ActCase:
     """A collect ``act`` for ENVS envs at episode step ``step`` with ``pairs`` past pairs in the
-    root windows (the env histories are re-prepared before every call, outside the timing: they
-    hold at most M pairs whatever the episode length)."""
+    root windows, on ``backend`` (the env histories are re-prepared before every call, outside
+    the timing: they hold at most M pairs whatever the episode length)."""
 
-    def __init__(self, policy: UniZeroPolicy, pairs: int, step: int) -> None:
-        self.policy, self.pairs, self.step = policy, pairs, step
+    def __init__(self, policy: UniZeroPolicy, pairs: int, step: int, backend: str = "numba") -> None:
+        self.policy, self.pairs, self.step, self.backend = policy, pairs, step, backend
         self.rng = np.random.default_rng(2)
         self.act_ms: list[float] = []
         self.sim_ms: list[float] = []
@@ -125,6 +138,7 @@ class ActCase:
             for t in range(self.step - self.pairs, self.step):
                 p.history.record(("collect", e), _obs(rng, 1)[0], int(rng.integers(ACTIONS)), t)
         obs = _obs(rng, ENVS)
+        p.cfg.search_backend = self.backend
         t0 = time.perf_counter()
         res = p.act(obs, np.ones((ENVS, ACTIONS), bool), np.full(ENVS, -1), mode="collect",
                     env_ids=np.arange(ENVS), temperature=0.25, timestep=np.full(ENVS, self.step))
@@ -144,16 +158,17 @@ class ReanalyzeCase:
 
     ROOTS = 128
 
-    def __init__(self, policy: UniZeroPolicy, chunk: int) -> None:
+    def __init__(self, policy: UniZeroPolicy, chunk: int, backend: str) -> None:
         rng = np.random.default_rng(3)
         W = policy.history_pairs + 1
         self.args = (_obs(rng, self.ROOTS, W), rng.integers(0, ACTIONS, (self.ROOTS, W - 1)),
                      np.full(self.ROOTS, W), np.ones((self.ROOTS, ACTIONS), bool), np.full(self.ROOTS, -1))
-        self.policy, self.chunk = policy, chunk
+        self.policy, self.chunk, self.backend = policy, chunk, backend
         self.ms: list[float] = []
 
     def run(self, keep: bool) -> None:
         self.policy.cfg.search_chunk = self.chunk
+        self.policy.cfg.search_backend = self.backend
         t0 = time.perf_counter()
         self.policy.reanalyze_fn(*self.args)
         if keep:
@@ -162,6 +177,39 @@ class ReanalyzeCase:
     def row(self) -> dict[str, float]:
         ms, ms_min = _stats(self.ms)
         return {"ms_per_root": ms, "min_ms_per_root": ms_min}
+
+
+_COMPILE_PROBE = f"""
+import json, sys, time
+import numpy as np, torch
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import unizero_search as U
+torch.set_num_threads(1)
+policy = U._policy()
+act = U.ActCase(policy, policy.history_pairs, 100, "torch")
+act.run(keep=False)  # imports, lzk_mcts kernels, torch warm-up: not the numba search step
+act.backend = "numba"
+act.run(keep=True)  # the first numba act: the search step is compiled or loaded here
+for _ in range(5):
+    act.run(keep=True)
+print(json.dumps({{"first_act_ms": act.act_ms[0], "steady_act_ms": min(act.act_ms[1:])}}))
+"""
+
+
+def compile_times() -> list[dict[str, Any]]:
+    """The numba step's first-call overhead in fresh processes: compiled into an empty cache
+    directory, then loaded from it (``NUMBA_CACHE_DIR``; the other kernels are warmed first)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        for case in ("compile (empty cache)", "load (cached)"):
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            out = subprocess.run([sys.executable, "-c", _COMPILE_PROBE], env=env, check=True, capture_output=True,
+                                 text=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            rows.append({"table": "compile", "case": case, "first_act_ms": round(r["first_act_ms"], 1),
+                         "steady_act_ms": round(r["steady_act_ms"], 2),
+                         "first_call_overhead_s": round((r["first_act_ms"] - r["steady_act_ms"]) / 1e3, 3)})
+    return rows
 
 
 def run_interleaved(cases: list[Any], warmup: int, repeats: int) -> None:
@@ -179,39 +227,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", help="also write the JSON to this path")
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--no-compile", action="store_true", help="skip the compile-time probes")
     args = parser.parse_args()
     torch.set_num_threads(1)
     policy = _policy()
     M = policy.history_pairs
 
-    search = [SearchCase(policy, cached, M) for cached in (True, False)]
-    act = ActCase(policy, M, 100)
+    search = [SearchCase(policy, True, M, b) for b in BACKENDS] + [SearchCase(policy, False, M)]
+    act = [ActCase(policy, M, 100, b) for b in BACKENDS]
     context = [ActCase(policy, p, p) for p in range(M + 1)] + [ActCase(policy, M, s) for s in (10, 100, 1000)]
-    run_interleaved([*search, act, *context], args.warmup, args.repeats)
-    reanalyze = [ReanalyzeCase(policy, chunk) for chunk in (8, 32, 128)]
+    run_interleaved([*search, *act, *context], args.warmup, args.repeats)
+    reanalyze = [ReanalyzeCase(policy, chunk, b) for chunk in (8, 32, 128) for b in BACKENDS]
     run_interleaved(reanalyze, 1, max(3, args.repeats // 4))
 
     rows: list[dict[str, Any]] = []
     for case in search:
         r = case.row()
-        rows.append({"table": "search", "mode": "cached" if case.cached else "uncached", "batch": ENVS,
+        rows.append({"table": "search", "mode": case.backend if case.cached else "uncached", "batch": ENVS,
                      "simulations": SIMS, "root_pairs": M, **{k: round(v, 3) for k, v in r.items()},
                      "env_steps_per_s": round(_steps_per_s(r["ms_per_search"]), 1)})
-    r = act.row()
-    rows.append({"table": "act", "batch": ENVS, "simulations": SIMS, "episode_step": act.step,
-                 **{k: round(v, 3) for k, v in r.items()},
-                 "env_steps_per_s": round(_steps_per_s(r["ms_per_act"]), 1),
-                 "env_steps_per_s_at_min": round(_steps_per_s(r["min_ms"]), 1),
-                 "goal_env_steps_per_s": GOAL_STEPS_PER_S})
+    for case in act:
+        r = case.row()
+        rows.append({"table": "act", "backend": case.backend, "batch": ENVS, "simulations": SIMS,
+                     "episode_step": case.step, **{k: round(v, 3) for k, v in r.items()},
+                     "env_steps_per_s": round(_steps_per_s(r["ms_per_act"]), 1),
+                     "env_steps_per_s_at_min": round(_steps_per_s(r["min_ms"]), 1),
+                     "goal_env_steps_per_s": GOAL_STEPS_PER_S})
     for case in context:
         r = case.row()
-        rows.append({"table": "context", "root_pairs": case.pairs, "episode_step": case.step,
-                     **{k: round(v, 3) for k, v in r.items()}})
+        rows.append({"table": "context", "backend": case.backend, "root_pairs": case.pairs,
+                     "episode_step": case.step, **{k: round(v, 3) for k, v in r.items()}})
     for case in reanalyze:
-        rows.append({"table": "reanalyze", "roots": case.ROOTS, "search_chunk": case.chunk, "simulations": SIMS,
-                     **{k: round(v, 3) for k, v in case.row().items()}})
+        rows.append({"table": "reanalyze", "backend": case.backend, "roots": case.ROOTS, "search_chunk": case.chunk,
+                     "simulations": SIMS, **{k: round(v, 3) for k, v in case.row().items()}})
+    if not args.no_compile:
+        rows += compile_times()
 
     text = json.dumps(rows, indent=1)
     if args.out:
@@ -226,22 +278,28 @@ def main() -> None:
         if r["table"] == "search":
             print(f"{r['mode']:>9} {r['ms_per_search']:>10.2f} {r['min_ms']:>8.2f} {r['ms_per_sim']:>7.3f} "
                   f"{r['min_ms_per_sim']:>6.3f} {r['env_steps_per_s']:>12.0f}")
-    r = next(r for r in rows if r["table"] == "act")
-    print(f"\nact (collect, {ENVS} envs, {SIMS} simulations, episode step {r['episode_step']}): "
-          f"{r['ms_per_act']:.2f} ms "
-          f"(min {r['min_ms']:.2f}) -> {r['env_steps_per_s']:.0f} env steps/s "
-          f"({r['env_steps_per_s_at_min']:.0f} at min; goal {GOAL_STEPS_PER_S:.0f})")
-    print("\ncontext: ms per simulation (model calls) by root window and episode step")
+    print(f"\nact (collect, {ENVS} envs, {SIMS} simulations, episode step 100; goal {GOAL_STEPS_PER_S:.0f} env steps/s)")
+    print(f"{'backend':>8} {'ms/act':>7} {'min':>6} {'env steps/s':>12} {'at min':>7}")
+    for r in rows:
+        if r["table"] == "act":
+            print(f"{r['backend']:>8} {r['ms_per_act']:>7.2f} {r['min_ms']:>6.2f} {r['env_steps_per_s']:>12.0f} "
+                  f"{r['env_steps_per_s_at_min']:>7.0f}")
+    print("\ncontext: ms per simulation (model calls) by root window and episode step, numba backend")
     print(f"{'pairs':>6} {'step':>6} {'root tokens':>12} {'ms/sim':>7} {'min':>6} {'ms/act':>7}")
     for r in rows:
         if r["table"] == "context":
             print(f"{r['root_pairs']:>6} {r['episode_step']:>6} {r['root_context_tokens']:>12.0f} "
                   f"{r['ms_per_sim']:>7.3f} {r['min_ms_per_sim']:>6.3f} {r['ms_per_act']:>7.2f}")
     print(f"\nreanalyze: {ReanalyzeCase.ROOTS} full windows, target model, {SIMS} simulations")
-    print(f"{'chunk':>6} {'ms/root':>8} {'min':>6}")
+    print(f"{'chunk':>6} {'backend':>8} {'ms/root':>8} {'min':>6}")
     for r in rows:
         if r["table"] == "reanalyze":
-            print(f"{r['search_chunk']:>6} {r['ms_per_root']:>8.3f} {r['min_ms_per_root']:>6.3f}")
+            print(f"{r['search_chunk']:>6} {r['backend']:>8} {r['ms_per_root']:>8.3f} {r['min_ms_per_root']:>6.3f}")
+    if not args.no_compile:
+        print("\nnumba first call in a fresh process (first numba act minus a steady one)")
+        for r in rows:
+            if r["table"] == "compile":
+                print(f"{r['case']:>22}: {r['first_call_overhead_s']:.2f} s")
 
 
 if __name__ == "__main__":

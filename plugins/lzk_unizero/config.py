@@ -96,17 +96,19 @@ class UniZeroPolicyConfig:
     reanalyze_noise: bool = option(True, doc="Add root Dirichlet noise in reanalyse searches.")
     search_backend: str = option(
         "numba", doc="How search simulations run the world model: 'numba' (one compiled kernel per "
-        "simulation over all trees: ~5x faster at CartPole sizes, compiled once and cached on disk) or "
-        "'torch' (the folded-snapshot reference). Root inference runs in torch either way, and "
-        "'numba' applies to float32 models on the CPU only (others search with torch).",
+        "simulation over all trees: ~3.5x faster simulations and ~3x faster acts at CartPole sizes; "
+        "compiled once, ~10-15 s, and cached on disk) or 'torch' (the folded-snapshot reference). Root "
+        "inference runs in torch either way, and 'numba' applies to float32 models on the CPU only "
+        "(others search with torch).",
         choices=("numba", "torch"))
     search_threads: int = option(1, doc="torch intra-op threads while acting (0: process setting).", min=0)
     search_chunk: int = option(
         128, doc="Largest number of roots searched at once by reanalyze_fn. LightZero uses env_num (8) "
         "because its KV-cache pools are sized for the env count; our search contexts are exact and "
         "per search, so wider chunks only cost memory, (S+1)·T·E·(1 + 2·L)·4 bytes per root (266 KB "
-        "for CartPole, S = 25), and amortise per-op overhead: 128 roots search ~3x faster per root "
-        "than 8 on CPU (benchmarks/unizero_search.py).", min=1)
+        "for CartPole, S = 25), and amortise the torch backend's per-op overhead: with "
+        "search_backend 'torch', 128 roots search ~3x faster per root than 8 on CPU; with 'numba' "
+        "the cost per root hardly depends on the chunk (benchmarks/unizero_search.py).", min=1)
     mini_infer_size: int = option(1024, doc="Chunk size (sequences) of value_fn's target-model inference.",
                                   min=1)
     # --- targets / learner --------------------------------------------------------------------

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,7 +41,7 @@ from lzk_muzero.support import DiscreteSupport, inverse_scalar_transform_np
 from lzk_unizero.attention import rotate_half_rows
 from lzk_unizero.kv_cache import NodeStore, keep_tokens
 from lzk_unizero.model import Block, Head, WorldModel
-from lzk_unizero.numba_search import search_step, weights_of
+from lzk_unizero.numba_search import NumbaStep, numba_supported
 
 
 def _fold_norm(norm: nn.LayerNorm, w: torch.Tensor, b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,6 +200,8 @@ class InferenceNet:
         norm = model.head_next_latent.norm
         self.latent_norm = norm
         self.latent_ln = None  # LayerNorm arguments when the latent norm is a LayerNorm (called directly)
+        #: numpy weights of the numba search step (numba_search.weights_of builds them on first use).
+        self.numba_weights: Any = None
         if isinstance(norm, nn.LayerNorm):
             self.latent_ln = (norm.weight.detach(), norm.bias.detach(), norm.eps)
 
@@ -363,7 +366,7 @@ class SearchSession:
     reference the benchmark compares against); both keep the same tokens, so outputs agree.
 
     ``backend="numba"`` runs each call as one compiled kernel
-    (:func:`lzk_unizero.numba_search.search_step`) on the same store and tokens, with the same
+    (:class:`lzk_unizero.numba_search.NumbaStep`) on the same store and tokens, with the same
     extend/rebuild rule per row (rows need not share a path, and any subset of trees is built in
     place); it needs a cached search of a float32 CPU snapshot (:func:`numba_supported`). Root
     inference stays in torch either way. ``backend="torch"`` is the reference.
@@ -386,18 +389,14 @@ class SearchSession:
         self.value_support, self.reward_support = value_support, reward_support
         self._rows_T = np.arange(self.B) * store.T  # row offsets into a block's flattened tokens
         self.calls = 0
-        if backend == "numba":
-            self._weights = weights_of(net)
-            # numpy views of the store (no copies): the kernel extends the contexts root inference wrote.
-            self._tokens_np, self._kv_np = store.tokens.numpy(), store.kv.numpy()
-            self._supports = (_support_np(reward_support), _support_np(value_support))
+        self._numba = NumbaStep(net, store, self.keep, value_support, reward_support) if backend == "numba" else None
         #: When a list, every call appends (batch_idx, parent_node, action, new_node, reward
         #: logits, value logits, policy logits) as numpy arrays (tests, debugging).
         self.record: list[tuple[np.ndarray, ...]] | None = None
 
     def __call__(self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray,
                  new_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.backend == "numba":
+        if self._numba is not None:
             return self._call_numba(batch_idx, parent_node, action, new_node)
         st, net = self.store, self.net
         B, T, E = st.B, st.T, st.E
@@ -457,22 +456,14 @@ class SearchSession:
 
     def _call_numba(self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray,
                     new_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        st = self.store
         b = np.asarray(batch_idx, dtype=np.int64)
-        n = b.shape[0]
-        parent = np.asarray(parent_node, dtype=np.int64) * st.B + b
-        child = int(new_node) * st.B + b
-        w = self._weights
-        reward = np.empty((n, w.act_bb.shape[0]), np.float32)
-        value = np.empty((n, w.obs_ba.shape[0]), np.float32)
-        policy = np.empty((n, w.obs_bb.shape[0]), np.float32)
-        expect = np.empty((2, n), np.float32)
-        search_step(parent, child, np.asarray(action, dtype=np.int64), self.keep, self._tokens_np, self._kv_np,
-                    st.length, w, *self._supports, reward, value, policy, expect)
+        B = self.store.B
+        reward, value, policy, expect = self._numba(np.asarray(parent_node, dtype=np.int64) * B + b,
+                                                    int(new_node) * B + b, action)
         self.calls += 1
         if self.record is not None:
             self.record.append((b.copy(), np.array(parent_node), np.array(action, dtype=np.int64),
-                                np.array(new_node), reward.copy(), value.copy(), policy.copy()))
+                                np.array(new_node), reward, value, policy.copy()))
         r, v = _inverse_h(expect)
         return r, v, policy
 
@@ -485,15 +476,6 @@ class SearchSession:
             return r, v
         return (_inverse_h(_numpy_f32(self.reward_support.expectation(reward))),
                 _inverse_h(_numpy_f32(self.value_support.expectation(value))))
-
-
-def numba_supported(net: InferenceNet) -> bool:
-    """Whether the numba search step can serve ``net``: a float32 snapshot on the CPU."""
-    return net.device.type == "cpu" and net.dtype == torch.float32
-
-
-def _support_np(support: DiscreteSupport) -> np.ndarray:
-    return np.ascontiguousarray(support.values.detach().to("cpu", torch.float32).numpy())
 
 
 def sequence_values(model: WorldModel, obs: torch.Tensor, actions: torch.Tensor,

@@ -16,35 +16,40 @@ hold unchanged. Weights are float32 numpy copies of an :class:`~lzk_unizero.infe
 (the same folding: LayerNorm affines in the following linears, V's bias in the projection's),
 made once per snapshot (:func:`weights_of`), so they follow the policy's weight versions.
 
-Numerics: float32 everywhere except LayerNorm moments and the support expectation (float64
-accumulators); no fastmath, so results differ from torch's only by summation order (tests bound
-the difference). Matrix products are written ``out[r, :] += x[r, i]·W[i, :]`` (W stored [in, out]):
-the inner loop runs over contiguous outputs without a reduction, which LLVM vectorises without
-reassociating any sum (see :func:`_linear`).
+Numerics: float32 with float64 LayerNorm moments and support expectations, no fastmath; the
+blocks (:mod:`lzk_unizero.numba_ops`) differ from torch's ops by rounding only (tests bound it).
+
+Compilation: one signature (float32 C-contiguous arrays, int64 indices), cached on disk
+(``cache=True``): ~10 s once per install or source change, ~50 ms to load in a new process.
+numba checks only the timestamp of the file that defines a cached function, and this one has
+the blocks of ``numba_ops.py`` compiled in: after editing that file, touch this one (or clear
+``__pycache__``).
 """
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 import torch
 from numba import njit
 
+from lzk_unizero import numba_ops as ops
+
 if TYPE_CHECKING:
+    from lzk_muzero.support import DiscreteSupport
     from lzk_unizero.inference import InferenceNet, _HeadPair
+    from lzk_unizero.kv_cache import NodeStore
 
-# error_model="numpy": no zero-division checks in the loops (every divisor is > 0);
-# nogil: searches in different threads can overlap. No fastmath: the float semantics stay
-# IEEE, so the kernel equals torch up to summation order.
-_jit = njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(cache=True, nogil=True, error_model="numpy")  # as numba_ops
 
-_GELU_C1 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
-_GELU_C2 = np.float32(2.0 * math.sqrt(2.0 / math.pi) * 0.044715)
+
+def numba_supported(net: InferenceNet) -> bool:
+    """Whether the numba step can serve ``net``: a float32 snapshot on the CPU."""
+    return net.device.type == "cpu" and net.dtype == torch.float32
 
 
 def _np(x: torch.Tensor) -> np.ndarray:
-    """A C-contiguous float32 numpy copy of ``x`` (one type per argument: one compilation)."""
+    """A C-contiguous float32 numpy copy of ``x`` (C-contiguous everywhere: one compiled type)."""
     return np.ascontiguousarray(x.detach().to("cpu", torch.float32).numpy()).copy()
 
 
@@ -93,14 +98,16 @@ def _pair(pair: _HeadPair) -> tuple[np.ndarray, ...]:
 def weights_of(net: InferenceNet) -> Weights:
     """The kernel's weights of ``net``, built on first use and kept on the snapshot (a new
     weight version builds a new snapshot, hence new weights)."""
-    cached = getattr(net, "_numba_weights", None)
-    if cached is not None:
-        return cached
+    if net.numba_weights is not None:
+        return net.numba_weights
     E, L, T = net.E, net.L, net.T
     rope = net.rot is not None
     off = 2 * E if rope else 0  # the folded RoPE projection is [R·q, R·k, q, k, v]: keep q, k, v
     layers = net.layers
-    stack = lambda f: np.ascontiguousarray(np.stack([_np(f(w)) for w in layers]))  # noqa: E731
+
+    def stack(f: Callable[[Any], torch.Tensor]) -> np.ndarray:  # one array per weight, [L, ...]
+        return np.ascontiguousarray(np.stack([_np(f(w)) for w in layers]))
+
     model = net.model
     if rope:
         cos, sin = _np(model.rope_cos[:T]), _np(model.rope_sin[:T])
@@ -121,162 +128,49 @@ def weights_of(net: InferenceNet) -> Weights:
         stack(lambda w: w.b_proj), stack(lambda w: w.w_1), stack(lambda w: w.b_1), stack(lambda w: w.w_2),
         stack(lambda w: w.b_2), cos, sin, pos, _np(net.action_tokens), ln_f, latent_ln, *_pair(ap), *_pair(op),
         np.asarray(eps, np.float32), np.asarray([net.H, group], np.int64))
-    net._numba_weights = w
+    net.numba_weights = w
     return w
 
 
-# --- building blocks (rows of a [m, *] batch) -----------------------------------------------
+class NumbaStep:
+    """:func:`search_step` bound to one search: the snapshot's weights and numpy views of the
+    store's buffers (no copies: the kernel extends the contexts root inference wrote in torch).
+    Build it after ``store.reset``. ``__call__(parent [n], child [n], action [n])`` (store rows,
+    actions) → (reward logits [n, Nr], value logits [n, Nv], policy logits [n, A], expectations
+    [2, n] of reward and value in h-space), fresh float32 arrays."""
 
-@_jit
-def _copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[:] = src for 1-D arrays (an explicit loop: numba's slice assignment is generic
-    broadcasting code that costs seconds of compile time per use)."""
-    for j in range(src.shape[0]):
-        dst[j] = src[j]
+    def __init__(self, net: InferenceNet, store: NodeStore, keep: int, value_support: DiscreteSupport,
+                 reward_support: DiscreteSupport) -> None:
+        self.weights, self.keep, self.store = weights_of(net), keep, store
+        self.tokens, self.kv = store.tokens.numpy(), store.kv.numpy()
+        self.supports = tuple(_np(s.values) for s in (reward_support, value_support))
 
-
-@_jit
-def _linear(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """out = b + x @ w: x [m, k], w [k, o], b [o], out [m, o].
-
-    Four input features per pass over a row of ``out`` (summed pairwise, then added): a quarter
-    of the loads and stores of out of a one-feature axpy, 1.5x faster and no less accurate. The
-    i loop is outermost so that W streams through once for all m rows; the j loop is a
-    vectorisable axpy (no reduction to reassociate)."""
-    m, k = x.shape
-    o = w.shape[1]
-    for r in range(m):
-        for j in range(o):
-            out[r, j] = b[j]
-    k4 = k - k % 4
-    for i in range(0, k4, 4):
-        w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]
-        for r in range(m):
-            x0, x1, x2, x3 = x[r, i], x[r, i + 1], x[r, i + 2], x[r, i + 3]
-            o_r = out[r]
-            for j in range(o):
-                o_r[j] += (x0 * w0[j] + x1 * w1[j]) + (x2 * w2[j] + x3 * w3[j])
-    for i in range(k4, k):
-        for r in range(m):
-            xi = x[r, i]
-            for j in range(o):
-                out[r, j] += xi * w[i, j]
+    def __call__(self, parent: np.ndarray, child: np.ndarray,
+                 action: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        n, w = parent.shape[0], self.weights
+        out = (np.empty((n, w.act_bb.shape[0]), np.float32), np.empty((n, w.obs_ba.shape[0]), np.float32),
+               np.empty((n, w.obs_bb.shape[0]), np.float32), np.empty((2, n), np.float32))
+        # int64 C-contiguous indices: the one signature the kernel is compiled (and cached) for.
+        search_step(np.ascontiguousarray(parent, dtype=np.int64), np.ascontiguousarray(child, dtype=np.int64),
+                    np.ascontiguousarray(action, dtype=np.int64), self.keep, self.tokens, self.kv,
+                    self.store.length, w, *self.supports, *out)
+        return out
 
 
-@_jit
-def _layer_norm(x: np.ndarray, eps: np.float32, out: np.ndarray) -> None:
-    """LayerNorm without affine over the last axis: x [m, k] → out [m, k] (may alias x)."""
-    m, k = x.shape
-    for r in range(m):
-        mean = 0.0
-        for j in range(k):
-            mean += x[r, j]
-        mean /= k
-        var = 0.0
-        for j in range(k):
-            dv = x[r, j] - mean
-            var += dv * dv
-        inv = np.float32(1.0 / math.sqrt(var / k + eps))
-        mu = np.float32(mean)
-        for j in range(k):
-            out[r, j] = (x[r, j] - mu) * inv
-
-
-@_jit
-def _affine(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> None:
-    """x[r] ← x[r]·γ + β in place: x [m, k], γ, β [k]."""
-    m, k = x.shape
-    for r in range(m):
-        for j in range(k):
-            x[r, j] = x[r, j] * gamma[j] + beta[j]
-
-
-@_jit
-def _gelu(x: np.ndarray) -> None:
-    """GELU (tanh approximation) in place, as x·σ(2u), 2u = x·(c1 + c2·x²): the same function as
-    torch's ``gelu(approximate='tanh')`` (and the torch search path's formula)."""
-    m, k = x.shape
-    one = np.float32(1.0)
-    for r in range(m):
-        for j in range(k):
-            v = x[r, j]
-            x[r, j] = v * (one / (one + math.exp(-(v * (_GELU_C1 + _GELU_C2 * v * v)))))
-
-
-@_jit
-def _softmax_groups(x: np.ndarray, group: int) -> None:
-    """SimNorm in place: softmax over consecutive groups of ``group`` features of x [m, k]."""
-    m, k = x.shape
-    for r in range(m):
-        for g0 in range(0, k, group):
-            mx = x[r, g0]
-            for j in range(g0 + 1, g0 + group):
-                mx = max(mx, x[r, j])
-            tot = np.float32(0.0)
-            for j in range(g0, g0 + group):
-                e = np.float32(math.exp(x[r, j] - mx))
-                x[r, j] = e
-                tot += e
-            for j in range(g0, g0 + group):
-                x[r, j] /= tot
-
-
-@_jit
-def _rope(x: np.ndarray, heads: int, cos: np.ndarray, sin: np.ndarray) -> None:
-    """Rotate the pairs (x_i, x_{i+d/2}) of each head of x [E] in place by one position's
-    angles cos, sin [d/2] (``attention.apply_rope``'s convention)."""
-    d = x.shape[0] // heads
-    half = d // 2
-    for h in range(heads):
-        base = h * d
-        for i in range(half):
-            c, s = cos[i], sin[i]
-            x1, x2 = x[base + i], x[base + half + i]
-            x[base + i] = x1 * c - x2 * s
-            x[base + half + i] = x1 * s + x2 * c
-
-
-@_jit
-def _attend(q: np.ndarray, kv: np.ndarray, last: int, heads: int, out: np.ndarray) -> None:
-    """Softmax attention of one query q [E] over slots 0 … last of kv [T, 2E] (K then V) →
-    out [E]: per head, scores q·k/√d over the visible slots."""
-    E = q.shape[0]
-    d = E // heads
-    scale = np.float32(1.0 / math.sqrt(d))
-    score = np.empty(last + 1, np.float32)
-    for h in range(heads):
-        base = h * d
-        for j in range(last + 1):
-            acc = np.float32(0.0)
-            for t in range(base, base + d):
-                acc += q[t] * kv[j, t]
-            score[j] = acc * scale
-        mx = score[0]
-        for j in range(1, last + 1):
-            mx = max(mx, score[j])
-        tot = np.float32(0.0)
-        for j in range(last + 1):
-            e = np.float32(math.exp(score[j] - mx))
-            score[j] = e
-            tot += e
-        for t in range(base, base + d):
-            out[t] = 0.0
-        for j in range(last + 1):
-            p = score[j] / tot
-            for t in range(base, base + d):
-                out[t] += p * kv[j, E + t]
-
+# --- the blocks ----------------------------------------------------------------------------
 
 @_jit
 def _append(x: np.ndarray, rows: np.ndarray, slot: np.ndarray, stop: int, kv: np.ndarray, w_qkv: np.ndarray,
             b_qkv: np.ndarray, w_proj: np.ndarray, b_proj: np.ndarray, w_1: np.ndarray, b_1: np.ndarray,
             w_2: np.ndarray, b_2: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray, eps: np.ndarray,
             heads: int) -> None:
-    """One new token per row through the blocks: x [m, E] token inputs of store rows ``rows``
-    [m] at slots ``slot`` [m] (= positions; slots < slot[r] hold the row's context). Each
-    layer writes the token's K/V at its slot, then the token attends to slots <= slot[r]. On
-    return x holds the residual stream (before ``ln_f``), unless ``stop`` < L: then only K/V
-    are wanted and the pass ends after writing layer ``stop``'s. (Weights: see :class:`Weights`.)
+    """New tokens through the blocks: x [m, E] token inputs of store rows ``rows`` [m] at slots
+    ``slot`` [m] (= positions; slots < slot[r] hold the row's context or are themselves among the
+    m tokens). Each layer first writes every token's K/V at its slot, then each token attends to
+    slots <= slot[r]: one token per row is an incremental step, a row's tokens 0 … k−1 together
+    are a causal prefill. On return x holds the residual stream (before ``ln_f``), unless
+    ``stop`` < L: then only K/V are wanted and the pass ends after writing layer ``stop``'s.
+    (Weights: see :class:`Weights`.)
     """
     m, E = x.shape
     L = w_qkv.shape[0]
@@ -290,25 +184,25 @@ def _append(x: np.ndarray, rows: np.ndarray, slot: np.ndarray, stop: int, kv: np
     att = np.empty((m, E), np.float32)
     hid = np.empty((m, F), np.float32)
     for li in range(L):
-        _layer_norm(x, eps[2 * li], a)
-        _linear(a, w_qkv[li], b_qkv[li], qkv)
+        ops.layer_norm(x, eps[2 * li], a)
+        ops.linear(a, w_qkv[li], b_qkv[li], qkv)
         for r in range(m):
             if cos.shape[0] > 0:
-                _rope(qkv[r, :E], heads, cos[slot[r]], sin[slot[r]])
-                _rope(qkv[r, E: 2 * E], heads, cos[slot[r]], sin[slot[r]])
-            _copy(kv[rows[r], li, slot[r]], qkv[r, E:])
+                ops.rope(qkv[r, :E], heads, cos[slot[r]], sin[slot[r]])
+                ops.rope(qkv[r, E: 2 * E], heads, cos[slot[r]], sin[slot[r]])
+            ops.copy(kv[rows[r], li, slot[r]], qkv[r, E:])
         if li == stop:
             return
         for r in range(m):
-            _attend(qkv[r, :E], kv[rows[r], li], slot[r], heads, att[r])
-        _linear(att, w_proj[li], b_proj[li], a)
+            ops.attend(qkv[r, :E], kv[rows[r], li], slot[r], heads, att[r])
+        ops.linear(att, w_proj[li], b_proj[li], a)
         for r in range(m):
             for j in range(E):
                 x[r, j] += a[r, j]
-        _layer_norm(x, eps[2 * li + 1], a)
-        _linear(a, w_1[li], b_1[li], hid)
-        _gelu(hid)
-        _linear(hid, w_2[li], b_2[li], a)
+        ops.layer_norm(x, eps[2 * li + 1], a)
+        ops.linear(a, w_1[li], b_1[li], hid)
+        ops.gelu(hid)
+        ops.linear(hid, w_2[li], b_2[li], a)
         for r in range(m):
             for j in range(E):
                 x[r, j] += a[r, j]
@@ -324,41 +218,24 @@ def _head_pair(h: np.ndarray, ln_f: np.ndarray, eps_f: np.float32, eps1: np.floa
     m, E = h.shape
     F = wa.shape[0]
     y = np.empty((m, E), np.float32)
-    _layer_norm(h, eps_f, y)
-    _affine(y, ln_f[0], ln_f[1])
-    _layer_norm(y, eps1, y)
+    ops.layer_norm(h, eps_f, y)
+    ops.affine(y, ln_f[0], ln_f[1])
+    ops.layer_norm(y, eps1, y)
     z = np.empty((m, 2 * F), np.float32)
-    _linear(y, w1, b1, z)
+    ops.linear(y, w1, b1, z)
     za = np.empty((m, F), np.float32)
     zb = np.empty((m, F), np.float32)
     for r in range(m):
-        _copy(za[r], z[r, :F])
-        _copy(zb[r], z[r, F:])
-    _layer_norm(za, eps2, za)
-    _affine(za, affine[0, 0], affine[0, 1])
-    _gelu(za)
-    _layer_norm(zb, eps2, zb)
-    _affine(zb, affine[1, 0], affine[1, 1])
-    _gelu(zb)
-    _linear(za, wa, ba, out_a)
-    _linear(zb, wb, bb, out_b)
-
-
-@_jit
-def _expectation(logits: np.ndarray, support: np.ndarray, out: np.ndarray) -> None:
-    """E_softmax(logits)[support] in h-space: logits [m, N], support [N] → out [m]."""
-    m, N = logits.shape
-    for r in range(m):
-        mx = logits[r, 0]
-        for j in range(1, N):
-            mx = max(mx, logits[r, j])
-        tot = 0.0
-        acc = 0.0
-        for j in range(N):
-            e = math.exp(float(logits[r, j] - mx))
-            tot += e
-            acc += e * support[j]
-        out[r] = acc / tot
+        ops.copy(za[r], z[r, :F])
+        ops.copy(zb[r], z[r, F:])
+    ops.layer_norm(za, eps2, za)
+    ops.affine(za, affine[0, 0], affine[0, 1])
+    ops.gelu(za)
+    ops.layer_norm(zb, eps2, zb)
+    ops.affine(zb, affine[1, 0], affine[1, 1])
+    ops.gelu(zb)
+    ops.linear(za, wa, ba, out_a)
+    ops.linear(zb, wb, bb, out_b)
 
 
 # --- the step ---------------------------------------------------------------------------------
@@ -371,14 +248,14 @@ def search_step(parent: np.ndarray, child: np.ndarray, action: np.ndarray, keep:
     """Build the contexts of store rows ``child`` [n] from rows ``parent`` [n] and ``action`` [n]
     (one search simulation for n trees) and write their outputs.
 
-    A child is its parent's context + (action token, predicted latent). A parent with length
-    + 2 <= T is extended (its tokens and K/V copied, two tokens appended); a longer one is
-    rebuilt from its last ``keep`` tokens at positions 0 … keep−1, one causal token at a time
-    (equal to a full causal pass), then extended the same way. Outputs: reward_logits [n, Nr],
-    value_logits [n, Nv], policy_logits [n, A], expect [2, n] (reward, value expectations in
-    h-space); ``length[child]`` is set. Parents and children must be distinct rows.
+    A child is its parent's context + (action token, predicted latent): the rule of
+    ``kv_cache.py``. A parent with length + 2 <= T is extended (its tokens and K/V copied, two
+    tokens appended); a longer one is rebuilt from its last ``keep`` tokens at positions
+    0 … keep−1 (one causal pass), then extended the same way. Rows may mix both paths. Outputs:
+    reward_logits [n, Nr], value_logits [n, Nv], policy_logits [n, A], expect [2, n] (reward and
+    value expectations in h-space); ``length[child]`` is set. Parents and children are distinct
+    rows (children are new nodes), so rows never read what another row of the call writes.
     """
-    # Unpacked once: passing the whole tuple to helpers would copy (and refcount) 30 arrays per call.
     w_qkv, b_qkv, w_proj, b_proj, w_1, b_1, w_2, b_2 = w.w_qkv, w.b_qkv, w.w_proj, w.b_proj, w.w_1, w.b_1, w.w_2, w.b_2
     cos, sin, pos, eps, heads, group = w.rope_cos, w.rope_sin, w.pos, w.eps, w.ints[0], w.ints[1]
     action_tokens, ln_f, latent_ln = w.action_tokens, w.ln_f, w.latent_ln
@@ -393,45 +270,63 @@ def search_step(parent: np.ndarray, child: np.ndarray, action: np.ndarray, keep:
         plen = length[p]
         if plen + 2 <= tokens.shape[1]:
             for j in range(plen):
-                _copy(tokens[c, j], tokens[p, j])
+                ops.copy(tokens[c, j], tokens[p, j])
                 for li in range(L):
-                    _copy(kv[c, li, j], kv[p, li, j])
+                    ops.copy(kv[c, li, j], kv[p, li, j])
             slot[r] = plen
         else:
             for j in range(keep):
-                _copy(tokens[c, j], tokens[p, plen - keep + j])
+                ops.copy(tokens[c, j], tokens[p, plen - keep + j])
             slot[r] = keep
             rebuild[n_rebuild] = c
             n_rebuild += 1
-        _copy(tokens[c, slot[r]], action_tokens[action[r]])
-    if n_rebuild > 0:  # the rebuilt windows' K/V, token by token (their outputs are never read)
-        rows = rebuild[:n_rebuild].copy()
-        at = np.empty(n_rebuild, np.int64)
-        x = np.empty((n_rebuild, E), np.float32)
+        ops.copy(tokens[c, slot[r]], action_tokens[action[r]])
+    # The rebuilt windows' tokens (n_rebuild·keep rows; none without rebuilds) and the action tokens.
+    M = n_rebuild * keep
+    win_rows, win_slot, win_x = np.empty(M, np.int64), np.empty(M, np.int64), np.empty((M, E), np.float32)
+    for r in range(n_rebuild):
         for j in range(keep):
-            for r in range(n_rebuild):
-                _copy(x[r], tokens[rows[r], j])
-                at[r] = j
-            _append(x, rows, at, L - 1, kv, w_qkv, b_qkv, w_proj, b_proj, w_1, b_1, w_2, b_2, cos, sin, pos, eps,
+            win_rows[r * keep + j], win_slot[r * keep + j] = rebuild[r], j
+            ops.copy(win_x[r * keep + j], tokens[rebuild[r], j])
+    x_act, latent = np.empty((n, E), np.float32), np.empty((n, E), np.float32)
+    for r in range(n):
+        ops.copy(x_act[r], tokens[child[r], slot[r]])
+    # Three passes through the blocks, each but the first followed by its pair of heads:
+    # 0. the rebuilt windows, all their tokens at once: a causal prefill, because _append writes
+    #    a layer's K/V of every token before any attends (outputs unused: stop after the K/V);
+    # 1. the action tokens → next latent, reward logits; 2. the latents → value, policy logits.
+    # One loop rather than five call sites: LLVM inlines each call site, and one copy of _append
+    # and of _head_pair cuts this function's (one-off) compile time by a third.
+    for phase in range(3):
+        if phase == 0:
+            x, rows, at, stop = win_x, win_rows, win_slot, L - 1
+        elif phase == 1:
+            x, rows, at, stop = x_act, child, slot, L
+        else:
+            x, rows, at, stop = latent, child, slot, L
+        if x.shape[0] > 0:
+            _append(x, rows, at, stop, kv, w_qkv, b_qkv, w_proj, b_proj, w_1, b_1, w_2, b_2, cos, sin, pos, eps,
                     heads)
-    x = np.empty((n, E), np.float32)
-    for r in range(n):
-        _copy(x[r], tokens[child[r], slot[r]])
-    _append(x, child, slot, L, kv, w_qkv, b_qkv, w_proj, b_proj, w_1, b_1, w_2, b_2, cos, sin, pos, eps, heads)
-    latent = np.empty((n, E), np.float32)
-    _head_pair(x, ln_f, eps[2 * L], eps[2 * L + 1], eps[2 * L + 2], w.act_w1, w.act_b1, w.act_affine,
-               w.act_wa, w.act_ba, w.act_wb, w.act_bb, latent, reward_logits)
-    if group > 0:
-        _softmax_groups(latent, group)
-    else:
-        _layer_norm(latent, eps[2 * L + 5], latent)
-        _affine(latent, latent_ln[0], latent_ln[1])
-    for r in range(n):
-        _copy(tokens[child[r], slot[r] + 1], latent[r])
-        slot[r] += 1
-        length[child[r]] = slot[r] + 1
-    _append(latent, child, slot, L, kv, w_qkv, b_qkv, w_proj, b_proj, w_1, b_1, w_2, b_2, cos, sin, pos, eps, heads)
-    _head_pair(latent, ln_f, eps[2 * L], eps[2 * L + 3], eps[2 * L + 4], w.obs_w1, w.obs_b1, w.obs_affine,
-               w.obs_wa, w.obs_ba, w.obs_wb, w.obs_bb, value_logits, policy_logits)
-    _expectation(reward_logits, reward_support, expect[0])
-    _expectation(value_logits, value_support, expect[1])
+        if phase == 0:
+            continue
+        if phase == 1:
+            w1, b1, affine, wa, ba, wb, bb = w.act_w1, w.act_b1, w.act_affine, w.act_wa, w.act_ba, w.act_wb, w.act_bb
+            out_a, out_b = latent, reward_logits
+        else:
+            w1, b1, affine, wa, ba, wb, bb = w.obs_w1, w.obs_b1, w.obs_affine, w.obs_wa, w.obs_ba, w.obs_wb, w.obs_bb
+            out_a, out_b = value_logits, policy_logits
+        k = 2 * L + 2 * phase - 1  # the pair's two norm eps
+        _head_pair(x, ln_f, eps[2 * L], eps[k], eps[k + 1], w1, b1, affine, wa, ba, wb, bb, out_a, out_b)
+        if phase == 2:
+            break
+        if group > 0:
+            ops.softmax_groups(latent, group)
+        else:
+            ops.layer_norm(latent, eps[2 * L + 5], latent)
+            ops.affine(latent, latent_ln[0], latent_ln[1])
+        for r in range(n):
+            ops.copy(tokens[child[r], slot[r] + 1], latent[r])
+            slot[r] += 1
+            length[child[r]] = slot[r] + 1
+    ops.expectation(reward_logits, reward_support, expect[0])
+    ops.expectation(value_logits, value_support, expect[1])

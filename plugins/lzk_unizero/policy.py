@@ -12,8 +12,9 @@ and dropped by ``reset_envs`` or when ``timestep`` does not follow the recorded 
 are rebuilt from it at every ``act`` and search contexts live only for one search (see
 ``kv_cache.py``): no cached context depends on the weights.
 
-Searches run on folded snapshots of the networks (:class:`~lzk_unizero.inference.InferenceNet`),
-rebuilt lazily when a version counter moves: both after every learner step (the EMA moves the
+Searches run on folded snapshots of the networks (:class:`~lzk_unizero.inference.InferenceNet`;
+simulations in one numba kernel each unless ``search_backend: torch``), rebuilt lazily when a
+version counter moves: both after every learner step (the EMA moves the
 target too), on ``load_state_dict`` and on :meth:`clear_caches`. Code that changes the weights
 behind the policy's back (e.g. a rank-0 weight broadcast) must call :meth:`mark_weights_changed`.
 """
