@@ -10,8 +10,15 @@ measured on the same 2-core machine; the goal is half of them with a network sha
 
     python benchmarks/mcts.py            # table
     python benchmarks/mcts.py --json     # [{"batch", "simulations", "ms_per_search", "network_share",
-                                         #   "lightzero_ms", "goal_ms", ...}, ...]
+                                         #   "lightzero_ms", "goal_ms", "backend", ...}, ...]
+    python benchmarks/mcts.py --backend both   # numba and torch, interleaved
     python benchmarks/mcts.py --learn    # also: learner step at batch 256, float32 vs bfloat16
+
+Backends (``policy.search_backend``): ``numba`` (the default: one compiled call per simulation,
+:mod:`lzk_muzero.numba_mlp`) or ``torch`` (the reference path); ``--backend both`` alternates the
+two search by search in one process, so that load on a shared machine hits both alike. The first
+run after a change to the numba code compiles it (~6 s of CPU, then cached in ``__pycache__``);
+warm-up searches keep that out of the figures.
 
 Threads: searches run with one torch thread (``policy.search_threads: 1``, the default): the
 matmuls are [B, 128]-sized, and on two shared cores a second OpenMP thread made searches 2-10×
@@ -35,9 +42,14 @@ from lzk_muzero.policy import MuZeroPolicy
 CASES = [(8, 25, 13.0), (8, 50, 26.0), (64, 50, 45.0)]
 
 
-def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32") -> MuZeroPolicy:
+BACKENDS = ("numba", "torch")
+
+
+def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32",
+            backend: str = MuZeroPolicyConfig.search_backend) -> MuZeroPolicy:
     torch.manual_seed(0)
-    cfg = MuZeroPolicyConfig(num_simulations=num_simulations, search_threads=threads, learn_dtype=learn_dtype)
+    cfg = MuZeroPolicyConfig(num_simulations=num_simulations, search_threads=threads, learn_dtype=learn_dtype,
+                             search_backend=backend)
     policy = MuZeroPolicy(cfg, (4,), 2, seed=0)
     # Perturb the zero-initialised layers so the tree sees non-uniform priors and values.
     with torch.no_grad():
@@ -47,26 +59,33 @@ def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32") ->
     return policy
 
 
-def bench_search(batch: int, sims: int, threads: int, warmup: int, repeats: int) -> dict[str, float]:
-    policy = _policy(sims, threads)
+def bench_search(batch: int, sims: int, threads: int, warmup: int, repeats: int,
+                 backends: tuple[str, ...] = (MuZeroPolicyConfig.search_backend,)) -> dict[str, dict[str, float]]:
+    """Times collect searches of each backend (same weights and inputs), alternating between the
+    backends search by search; {backend: {ms_per_search, network_share, tree_ms, min_ms}}."""
+    policies = {b: _policy(sims, threads, backend=b) for b in backends}
     rng = np.random.default_rng(0)
     obs = rng.normal(scale=[1.0, 1.0, 0.1, 1.0], size=(batch, 4)).astype(np.float32)  # CartPole-like
     legal = np.ones((batch, 2), bool)
     to_play = np.full(batch, -1, np.int64)
     env_ids = np.arange(batch)
-    ms, share, tree = [], [], []
+    samples: dict[str, dict[str, list[float]]] = {b: {"ms": [], "share": [], "tree": []} for b in backends}
     for i in range(warmup + repeats):
-        # A collect step: its search/* metrics time root inference + search (not action selection).
-        metrics = policy.act(obs, legal, to_play, mode="collect", env_ids=env_ids, temperature=0.25).metrics
-        if i >= warmup:
-            ms.append(metrics["search/ms"])
-            share.append(metrics["search/network_share"])
-            tree.append(metrics.get("search/tree_ms", float("nan")))
+        for b, policy in policies.items():
+            # A collect step: its search/* metrics time root inference + search (not action selection).
+            metrics = policy.act(obs, legal, to_play, mode="collect", env_ids=env_ids, temperature=0.25).metrics
+            if i >= warmup:
+                samples[b]["ms"].append(metrics["search/ms"])
+                samples[b]["share"].append(metrics["search/network_share"])
+                samples[b]["tree"].append(metrics.get("search/tree_ms", float("nan")))
     return {
-        "ms_per_search": statistics.median(ms),
-        "network_share": statistics.median(share),
-        "tree_ms": statistics.median(tree),
-        "min_ms": min(ms),
+        b: {
+            "ms_per_search": statistics.median(x["ms"]),
+            "network_share": statistics.median(x["share"]),
+            "tree_ms": statistics.median(x["tree"]),
+            "min_ms": min(x["ms"]),
+        }
+        for b, x in samples.items()
     }
 
 
@@ -101,16 +120,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads during search (default 1)")
+    parser.add_argument("--backend", choices=(*BACKENDS, "both"), default=MuZeroPolicyConfig.search_backend,
+                        help="search backend (default: the config default); 'both' interleaves them")
     parser.add_argument("--learn", action="store_true", help="also time learner steps at batch 256")
     parser.add_argument("--learn-threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
 
+    backends = BACKENDS if args.backend == "both" else (args.backend,)
     rows = []
     for batch, sims, lz in CASES:
-        r = bench_search(batch, sims, args.threads, args.warmup, args.repeats)
-        rows.append({"batch": batch, "simulations": sims, "ms_per_search": round(r["ms_per_search"], 3),
-                     "network_share": round(r["network_share"], 4), "lightzero_ms": lz, "goal_ms": lz / 2,
-                     "min_ms": round(r["min_ms"], 3), "tree_ms": round(r["tree_ms"], 3), "threads": args.threads})
+        for backend, r in bench_search(batch, sims, args.threads, args.warmup, args.repeats, backends).items():
+            rows.append({"batch": batch, "simulations": sims, "ms_per_search": round(r["ms_per_search"], 3),
+                         "network_share": round(r["network_share"], 4), "lightzero_ms": lz, "goal_ms": lz / 2,
+                         "min_ms": round(r["min_ms"], 3), "tree_ms": round(r["tree_ms"], 3), "threads": args.threads,
+                         "backend": backend})
     learn_rows = []
     if args.learn:
         for dtype in ("float32", "bfloat16"):
@@ -122,11 +145,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows + learn_rows if args.learn else rows, indent=1))
         return
-    print(f"{'B x S':>9} {'ms/search':>10} {'min ms':>8} {'network':>8} {'tree ms':>8} {'LightZero':>10} {'goal':>6}")
+    print(f"{'B x S':>9} {'backend':>8} {'ms/search':>10} {'min ms':>8} {'network':>8} {'tree ms':>8} "
+          f"{'LightZero':>10} {'goal':>6}")
     for r in rows:
         ok = "ok" if r["ms_per_search"] <= r["goal_ms"] and r["network_share"] >= 0.75 else "--"
-        print(f"{r['batch']:>4} x {r['simulations']:<3} {r['ms_per_search']:>10.2f} {r['min_ms']:>8.2f} "
-              f"{r['network_share']:>7.0%} {r['tree_ms']:>8.2f} {r['lightzero_ms']:>9.0f}  {r['goal_ms']:>5.1f} {ok}")
+        print(f"{r['batch']:>4} x {r['simulations']:<3} {r['backend']:>8} {r['ms_per_search']:>10.2f} "
+              f"{r['min_ms']:>8.2f} {r['network_share']:>7.0%} {r['tree_ms']:>8.2f} {r['lightzero_ms']:>9.0f}  "
+              f"{r['goal_ms']:>5.1f} {ok}")
     for r in learn_rows:
         print(f"learn {r['learn_dtype']:>8} B=256 K=5 threads={r['threads']}: {r['ms_per_step']:.1f} ms/step "
               f"(min {r['min_ms']:.1f}; LightZero ~{r['lightzero_ms']:.0f})")

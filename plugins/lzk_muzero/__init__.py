@@ -6,6 +6,8 @@ Modules (importing this package does not import torch; the submodules below do):
 * ``support``    scalar transform h / h⁻¹ and the categorical support (two-hot φ, decoding)
 * ``blocks``, ``model_mlp``, ``model_conv``, ``models``   the networks and ``build_model``
 * ``inference``  BN-folded eval snapshots and the ``recurrent_fn`` adapter for ``lzk_mcts.search``
+* ``numba_mlp``, ``numba_simd``   the ``numba`` search backend: one compiled call per simulation
+  (dynamics, heads, support decode) with register-tiled float32 matmuls
 * ``loss``, ``learner``   the MuZero loss and optimizer step, target network
 * ``policy``     ``MuZeroPolicy``: act (collect/eval), value_fn, reanalyze_fn, learn, state_dict
 * ``plugin``     registers the ``muzero`` policy component

@@ -99,6 +99,12 @@ class MuZeroPolicyConfig:
         1, doc="torch intra-op threads while acting and searching (restored afterwards); 0 leaves "
         "the process setting. Search batches are small matmuls: one thread is fastest, and a "
         "second thread on shared cores can make a search several times slower.", min=0)
+    search_backend: str = option(
+        "numba", doc="Network backend of acting and reanalysis searches: 'numba' runs the root "
+        "prediction and each simulation's recurrent step as one compiled call each (the residual "
+        "MLP on CPU; other models and devices use torch; the first use compiles for a few seconds, "
+        "then numba's cache in __pycache__ is used); 'torch' is the reference path.",
+        choices=("numba", "torch"))
     search_chunk: int = option(4096, doc="Largest number of roots searched at once by "
                                "reanalyze_fn (bounds the latent store's memory).", min=1)
     mini_infer_size: int = option(10240, doc="Chunk size of value_fn's target-network inference.", min=1)

@@ -1,6 +1,11 @@
 """Fast inference for search: a BN-folded eval snapshot of a model, a latent store, and the
 ``recurrent_fn`` callback that ``lzk_mcts.search`` calls once per simulation.
 
+Two backends (``policy.search_backend``): ``torch``, the reference for any model and device, and
+``numba`` (:mod:`lzk_muzero.numba_mlp`) for the residual MLP on CPU, where the root prediction
+and each simulation's recurrent step are one compiled call each (the representation stays in
+torch); other models and devices fall back to torch.
+
 Why a snapshot: search needs eval-mode semantics (BatchNorm with running statistics), while the
 learner keeps the live model in train mode. In eval mode BN is an affine map, so it is folded into
 the preceding Linear/Conv once per weight version (the policy rebuilds the snapshot when its
@@ -25,6 +30,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
 from lzk_muzero.blocks import MuZeroNet
 from lzk_muzero.model_mlp import MuZeroMLP
+from lzk_muzero.numba_mlp import NumbaMLP, folded_residual_mlp
 from lzk_muzero.support import DiscreteSupport, inverse_scalar_transform_np
 
 RecurrentFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -99,14 +105,8 @@ class FusedMLPRecurrent:
     @staticmethod
     def supports(net: nn.Module) -> bool:
         """True for a folded MLP whose layout this class knows (others use the generic path)."""
-        if not isinstance(net, MuZeroMLP) or not net.res_connection:
-            return False
-        heads = (net.reward_head, net.value_head, net.policy_head)
-        seqs = (net.fc_dynamics_1, net.fc_dynamics_2, net.prediction_trunk, *heads)
-        folded = all(not isinstance(m, (nn.BatchNorm1d, nn.LayerNorm)) for s in seqs for m in s)
         return (
-            folded
-            and all(len(h) == 4 for h in heads)
+            folded_residual_mlp(net)
             and net.reward_head[0].out_features == net.value_head[0].out_features
             and net.reward_support_size == net.value_support_size
         )
@@ -140,7 +140,9 @@ class SearchNetwork:
 
     Built from the live model at one weight version; the owner rebuilds it when the weights change.
     Accumulates ``forward_seconds`` (time inside ``recurrent_fn``) and ``forward_calls`` for the
-    search metrics.
+    search metrics. ``backend``: ``"torch"`` or ``"numba"`` (used where
+    :func:`~lzk_muzero.numba_mlp.folded_residual_mlp` holds and the model is on the CPU; the
+    ``compiled`` attribute is then set, else None).
     """
 
     def __init__(
@@ -149,14 +151,22 @@ class SearchNetwork:
         value_support: DiscreteSupport,
         reward_support: DiscreteSupport,
         *,
+        backend: str = "torch",
         fuse_max_batch: int = 256,
     ) -> None:
+        if backend not in ("torch", "numba"):
+            raise ValueError(f"backend must be 'torch' or 'numba', got {backend!r}")
         self.net = fold_batchnorm(model)
         self.device = next(self.net.parameters()).device
         self.value_support = value_support.to(self.device)
         self.reward_support = reward_support.to(self.device)
         self.joint_decode = self.value_support.same_as(self.reward_support)
-        self.fused = FusedMLPRecurrent(self.net) if FusedMLPRecurrent.supports(self.net) else None
+        self.compiled = (
+            NumbaMLP(self.net, self.value_support, self.reward_support)
+            if backend == "numba" and self.device.type == "cpu" and folded_residual_mlp(self.net) else None
+        )
+        fusable = self.compiled is None and FusedMLPRecurrent.supports(self.net)
+        self.fused = FusedMLPRecurrent(self.net) if fusable else None
         self.fuse_max_batch = fuse_max_batch
         self.latent_shape = tuple(self.net.latent_shape)
         self._buffer = torch.empty(0, device=self.device)  # grows, never shrinks: no per-search alloc
@@ -169,6 +179,9 @@ class SearchNetwork:
     def initial(self, obs: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
         """obs [B, *O'] → (latent [B, *L] tensor, value [B] f32, policy_logits [B, A] f32)."""
         with torch.inference_mode():
+            if self.compiled is not None:  # representation in torch, prediction compiled
+                latent = self.net.represent(obs.to(self.device, torch.float32))
+                return (latent, *self.compiled.predict(_numpy_f32(latent)))
             latent, value_logits, logits = self.net.initial_inference(obs.to(self.device, torch.float32))
             value = _decode_np(value_logits, self.value_support.values)
             return latent, value, _numpy_f32(logits)
@@ -182,6 +195,9 @@ class SearchNetwork:
     def begin(self, root_latent: torch.Tensor, num_simulations: int) -> RecurrentFn:
         """Put the roots' latents [B, *L] at node 0 of a store for ``num_simulations`` and return
         the callback for ``lzk_mcts.search`` (valid until the next ``begin``)."""
+        if self.compiled is not None:
+            self.compiled.begin(_numpy_f32(root_latent), num_simulations)
+            return self.recurrent_fn
         b = int(root_latent.shape[0])
         nodes = num_simulations + 1
         numel = nodes * b * int(np.prod(self.latent_shape))
@@ -204,7 +220,9 @@ class SearchNetwork:
         float32 numpy, rewards and values decoded to scalars.
         """
         t0 = time.perf_counter()
-        if torch.is_inference_mode_enabled():
+        if self.compiled is not None:
+            out = self.compiled(batch_idx, parent_node, action, new_node)
+        elif torch.is_inference_mode_enabled():
             out = self._step(batch_idx, parent_node, action, new_node)
         else:
             with torch.inference_mode():

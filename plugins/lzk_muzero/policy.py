@@ -127,7 +127,7 @@ class MuZeroPolicy:
             else (self._target, self.target_model, self.target_version)
         )
         if slot[0] != version:
-            slot[1] = SearchNetwork(model, self.value_support, self.reward_support)
+            slot[1] = SearchNetwork(model, self.value_support, self.reward_support, backend=self.cfg.search_backend)
             slot[0] = version
         return slot[1]
 

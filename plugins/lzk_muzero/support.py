@@ -38,17 +38,24 @@ def inverse_scalar_transform(y: torch.Tensor) -> torch.Tensor:
     return _inverse(y, torch)
 
 
+@numba.njit(cache=True)
+def inverse_scalar_transform_scalar(y: float) -> float:  # pragma: no cover - compiled by numba
+    """h⁻¹(y) of one float in numba code (the same formula as :func:`_inverse`; float64
+    arithmetic, also for a float32 ``y``)."""
+    root = math.sqrt(1.0 + 4.0 * EPS * (abs(y) + 1.0 + EPS))
+    x = ((root - 1.0) / (2.0 * EPS)) ** 2 - 1.0
+    return x if y > 0 else (-x if y < 0 else 0.0 * y)
+
+
 @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
 def inverse_scalar_transform_np(y: float) -> float:  # pragma: no cover - compiled by numba
     """h⁻¹(y) as a numpy ufunc (the search adapter's hot path).
 
-    Same formula as :func:`_inverse`, compiled once into a single ufunc: the search decodes
+    :func:`inverse_scalar_transform_scalar` compiled once into a single ufunc: the search decodes
     [2, B] values per simulation, where ~11 separate numpy or torch calls cost more than the
-    arithmetic (a test checks both versions agree).
+    arithmetic (a test checks it agrees with the torch version).
     """
-    root = math.sqrt(1.0 + 4.0 * EPS * (abs(y) + 1.0 + EPS))
-    x = ((root - 1.0) / (2.0 * EPS)) ** 2 - 1.0
-    return x if y > 0 else (-x if y < 0 else 0.0 * y)
+    return inverse_scalar_transform_scalar(y)
 
 
 class DiscreteSupport:

@@ -19,6 +19,7 @@ TINY = [
     "run.max_env_steps=400", "run.checkpoint_every=10", "run.log_every=5", "run.progress=false",
     "run.threads=1", "policy.num_simulations=4", "policy.batch_size=32",
     "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=10",
+    "evaluator.stop_value=1e9",  # spend the budget even if a tiny run happens to solve CartPole
 ]
 POLICY = {
     "muzero": ["policy.model.latent_dim=32", "policy.model.proj_hidden=64", "policy.model.proj_out=64",

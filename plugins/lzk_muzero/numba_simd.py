@@ -1,0 +1,150 @@
+"""Eight-lane float32 vectors for numba code: a numba type for LLVM's ``<8 x float>`` and the few
+operations the compiled search kernels (:mod:`lzk_muzero.numba_mlp`) need, plus float/int bit casts.
+
+Why: numba runs LLVM's loop vectoriser but not its SLP vectoriser, so a matmul microkernel that
+keeps a tile of accumulators in registers (4 rows × 16 outputs = 8 vectors, the BLIS layout)
+cannot be written with scalar code; with these values it can, and runs at ~90% of the FMA peak.
+The vector width is fixed at 8: one AVX register; LLVM splits it into two SSE registers on
+machines without AVX, so the code stays portable.
+
+``vload``/``vstore`` take a C-contiguous float32 array of any rank and a flat element offset
+(unaligned access; no bounds check: callers guarantee ``offset + 8 <= a.size``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+LANES = 8
+_VEC = ir.VectorType(ir.FloatType(), LANES)
+_I32 = ir.IntType(32)
+
+
+class F32x8(types.Type):
+    """numba type of an LLVM <8 x float> value (lives in a register)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="f32x8")
+
+
+f32x8 = F32x8()
+
+
+@register_model(F32x8)
+class _F32x8Model(models.PrimitiveModel):
+    def __init__(self, dmm: Any, fe_type: F32x8) -> None:
+        super().__init__(dmm, fe_type, _VEC)
+
+
+def _is_f32_c_array(a: types.Type) -> bool:
+    return isinstance(a, types.Array) and a.dtype == types.float32 and a.layout == "C"
+
+
+def _vec_ptr(context: Any, builder: ir.IRBuilder, aryty: types.Array, ary: Any, offset: Any) -> Any:
+    data = context.make_array(aryty)(context, builder, ary).data
+    return builder.bitcast(builder.gep(data, [offset]), _VEC.as_pointer())
+
+
+@intrinsic
+def vload(typingctx: Any, a: types.Type, offset: types.Type) -> Any:
+    """a.flat[offset : offset + 8] as a vector."""
+    if not (_is_f32_c_array(a) and isinstance(offset, types.Integer)):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        return builder.load(_vec_ptr(context, builder, a, args[0], args[1]), align=4)
+
+    return f32x8(a, offset), codegen
+
+
+@intrinsic
+def vstore(typingctx: Any, a: types.Type, offset: types.Type, v: types.Type) -> Any:
+    """a.flat[offset : offset + 8] = v."""
+    if not (_is_f32_c_array(a) and isinstance(offset, types.Integer) and v == f32x8):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        builder.store(args[2], _vec_ptr(context, builder, a, args[0], args[1]), align=4)
+        return context.get_dummy_value()
+
+    return types.none(a, offset, v), codegen
+
+
+@intrinsic
+def vbroadcast(typingctx: Any, x: types.Type) -> Any:
+    """[x] * 8 from a float32."""
+    if x != types.float32:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        undef = ir.Constant(_VEC, ir.Undefined)
+        v = builder.insert_element(undef, args[0], ir.Constant(_I32, 0))
+        return builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+
+    return f32x8(x), codegen
+
+
+@intrinsic
+def vzero(typingctx: Any) -> Any:
+    """[0.0] * 8."""
+    return f32x8(), lambda context, builder, sig, args: ir.Constant(_VEC, [0.0] * LANES)
+
+
+@intrinsic
+def vfma(typingctx: Any, a: types.Type, b: types.Type, c: types.Type) -> Any:
+    """a·b + c lane-wise (``llvm.fmuladd``: one FMA instruction where the CPU has them)."""
+    if not a == b == c == f32x8:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_VEC] * 3), "llvm.fmuladd.v8f32")
+        return builder.call(fn, args)
+
+    return f32x8(a, b, c), codegen
+
+
+@intrinsic
+def vadd(typingctx: Any, a: types.Type, b: types.Type) -> Any:
+    """a + b lane-wise."""
+    if not a == b == f32x8:
+        return None
+    return f32x8(a, b), lambda context, builder, sig, args: builder.fadd(args[0], args[1])
+
+
+@intrinsic
+def vrelu(typingctx: Any, a: types.Type) -> Any:
+    """max(a, 0) lane-wise, with relu(NaN) = NaN as torch (a select on a < 0, not maxps)."""
+    if a != f32x8:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        zero = ir.Constant(_VEC, [0.0] * LANES)
+        return builder.select(builder.fcmp_ordered("<", args[0], zero), zero, args[0])
+
+    return f32x8(a), codegen
+
+
+@intrinsic
+def f32_bits(typingctx: Any, x: types.Type) -> Any:
+    """The bits of a float32 as an int32 (a bit cast, which vectorises, unlike a memory round trip)."""
+    if x != types.float32:
+        return None
+    return types.int32(x), lambda context, builder, sig, args: builder.bitcast(args[0], _I32)
+
+
+@intrinsic
+def bits_f32(typingctx: Any, x: types.Type) -> Any:
+    """The float32 whose bits are the low 32 bits of the integer ``x`` (numba widens int32
+    arithmetic to int64; LLVM narrows it back)."""
+    if not (isinstance(x, types.Integer) and x.bitwidth >= 32):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        bits = args[0] if x.bitwidth == 32 else builder.trunc(args[0], _I32)
+        return builder.bitcast(bits, ir.FloatType())
+
+    return types.float32(x), codegen
