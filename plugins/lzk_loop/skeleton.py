@@ -109,6 +109,7 @@ class LoopTrainer:
         self._pending: dict[str, list[float]] = defaultdict(list)
         self.last_eval: float | None = None
         self.resumed = False
+        self.buffer_restored = False  # a resume loaded this rank's replay buffer
         self._stop_now = False
 
     # -- hooks for subclasses ----------------------------------------------------------------
@@ -346,6 +347,7 @@ class LoopTrainer:
 
     def _load_buffer(self, meta: dict[str, Any], arrays: dict[str, Any], prefix: str = "buffer/") -> None:
         self.buffer.load_state_dict(meta, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+        self.buffer_restored = True
 
     def _save(self) -> None:
         t0 = time.perf_counter()

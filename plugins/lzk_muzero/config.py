@@ -16,16 +16,28 @@ from dataclasses import dataclass
 from lzkernel import option
 
 
-def visit_count_temperature(manual: bool, fixed: float, threshold: float, train_iter: int) -> float:
-    """LightZero's visit-count temperature (SPEC §1.4): the fixed value, or with ``manual`` decay
-    1.0 before 0.5·threshold learner steps, 0.5 before 0.75·threshold, then 0.25."""
-    if not manual:
-        return float(fixed)
-    if train_iter < 0.5 * threshold:
-        return 1.0
-    if train_iter < 0.75 * threshold:
-        return 0.5
-    return 0.25
+@dataclass
+class VisitTemperatureOptions:
+    """The collection visit-count temperature of the MuZero-family policies (SPEC §1.4)."""
+
+    manual_temperature_decay: bool = option(
+        False, doc="Visit temperature 1.0 → 0.5 → 0.25 at 0.5 and 0.75 of the threshold.")
+    fixed_temperature_value: float = option(0.25, doc="Visit temperature when not decaying.",
+                                            min=0.0, min_exclusive=True)
+    threshold_training_steps_for_final_temperature: float = option(
+        1e5, doc="Learner steps at which the manual decay reaches 0.25.", min=1.0)
+
+    def temperature(self, train_iter: int) -> float:
+        """LightZero's temperature after ``train_iter`` learner steps: the fixed value, or with
+        manual decay 1.0 before 0.5·threshold steps, 0.5 before 0.75·threshold, then 0.25."""
+        if not self.manual_temperature_decay:
+            return float(self.fixed_temperature_value)
+        threshold = self.threshold_training_steps_for_final_temperature
+        if train_iter < 0.5 * threshold:
+            return 1.0
+        if train_iter < 0.75 * threshold:
+            return 0.5
+        return 0.25
 
 
 @dataclass
@@ -76,7 +88,7 @@ class MuZeroModelConfig:
 
 
 @dataclass
-class MuZeroPolicyConfig:
+class MuZeroPolicyConfig(VisitTemperatureOptions):
     """MuZero policy: model, search constants, learner, exploration schedules."""
 
     model: MuZeroModelConfig = option(default_factory=MuZeroModelConfig, doc="The network.")
@@ -135,12 +147,6 @@ class MuZeroPolicyConfig:
                                "'skip' the optimizer step (reported as train/skipped_nonfinite).",
                                choices=("raise", "skip"))
     # --- exploration schedules ----------------------------------------------------------------
-    manual_temperature_decay: bool = option(
-        False, doc="Visit temperature 1.0 → 0.5 → 0.25 at 0.5 and 0.75 of the threshold.")
-    fixed_temperature_value: float = option(0.25, doc="Visit temperature when not decaying.",
-                                            min=0.0, min_exclusive=True)
-    threshold_training_steps_for_final_temperature: float = option(
-        1e5, doc="Learner steps at which the manual decay reaches 0.25.", min=1.0)
     eps_greedy: bool = option(False, doc="Collect with argmax-of-visits plus ε-random legal actions.")
     eps_start: float = option(1.0, doc="ε at env step 0.", min=0.0, max=1.0)
     eps_end: float = option(0.05, doc="Final ε.", min=0.0, max=1.0)
@@ -156,11 +162,6 @@ class MuZeroPolicyConfig:
     def eval_simulations(self) -> int:
         """Simulations per eval move."""
         return self.eval_num_simulations if self.eval_num_simulations is not None else self.num_simulations
-
-    def temperature(self, train_iter: int) -> float:
-        """Visit-count temperature for collection after ``train_iter`` learner steps (SPEC §1.4)."""
-        return visit_count_temperature(self.manual_temperature_decay, self.fixed_temperature_value,
-                                       self.threshold_training_steps_for_final_temperature, train_iter)
 
     def epsilon(self, env_steps: int) -> float:
         """ε of eps-greedy collection at ``env_steps`` (0.0 when ``eps_greedy`` is off)."""

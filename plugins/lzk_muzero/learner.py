@@ -35,6 +35,40 @@ class NonFiniteLossError(FloatingPointError):
     """The loss or the gradient norm was NaN/Inf (``on_nonfinite: raise``)."""
 
 
+# -- non-finite steps, handled alike by every learner of the MuZero family ---------------------
+
+
+def step_is_finite(loss: float, grad_norm: float, multi_rank: bool) -> bool:
+    """Whether to apply the step. With several ranks decide on the averaged gradient's norm alone,
+    which every rank shares, so that all ranks skip (or raise) together; a local NaN loss poisons
+    that norm anyway."""
+    return bool(np.isfinite(grad_norm) and (multi_rank or np.isfinite(loss)))
+
+
+def nonfinite_error(loss: float, grad_norm: float, steps: int) -> NonFiniteLossError:
+    return NonFiniteLossError(f"non-finite loss {loss} or gradient norm {grad_norm} at learner step {steps} "
+                              f"(set on_nonfinite: skip to drop such batches)")
+
+
+def discard_step(optimizer: torch.optim.Optimizer, buffers: Iterable[torch.Tensor],
+                 saved: Iterable[torch.Tensor] | None) -> None:
+    """``on_nonfinite: skip``: drop the gradients and restore the buffers (BN running statistics,
+    moved by the train-mode forward) from the copies ``saved`` before it, so a bad batch leaves
+    no trace."""
+    optimizer.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for b, old in zip(buffers, saved or []):
+            b.copy_(old)
+
+
+def finite_priorities(priorities: np.ndarray) -> np.ndarray:
+    """Never hand NaN priorities to the buffer: the non-finite entries of a skipped batch become
+    its largest finite priority (1 if none), so such samples stay likely. In place."""
+    bad = ~np.isfinite(priorities)
+    priorities[bad] = priorities[~bad].max() if (~bad).any() else 1.0
+    return priorities
+
+
 def piecewise_lr_factor(step: int, threshold: float) -> float:
     """LightZero's piecewise schedule: 1 until 0.5·T steps, 0.1 until T, 0.01 after."""
     if step < 0.5 * threshold:
@@ -127,22 +161,16 @@ class Learner:
             out.entropy.mean() / (k_steps + 1), grad_norm.detach().float(), out.root_value.mean(),
             tb.target_value[:, 0].mean(),
         ]).tolist()
-        # With several ranks decide on the averaged gradient's norm alone, which every rank shares,
-        # so that all ranks skip (or raise) together; a local NaN loss poisons it anyway.
-        finite = bool(np.isfinite(values[6]) and (self.average_gradients is not None or np.isfinite(values[0])))
+        finite = step_is_finite(values[0], values[6], self.average_gradients is not None)
         if finite:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
             self.steps += 1
         elif self.cfg.on_nonfinite == "raise":
-            raise NonFiniteLossError(f"non-finite loss {values[0]} or gradient norm {values[6]} at learner step "
-                                     f"{self.steps} (set on_nonfinite: skip to drop such batches)")
+            raise nonfinite_error(values[0], values[6], self.steps)
         else:
-            self.optimizer.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                for b, old in zip(self.model.buffers(), saved or []):
-                    b.copy_(old)
+            discard_step(self.optimizer, self.model.buffers(), saved)
         target_updated = finite and self.steps % self.cfg.target_update_freq == 0
         if target_updated:
             self.update_target()
@@ -153,10 +181,7 @@ class Learner:
         metrics["train/lr"] = lr
         metrics["train/skipped_nonfinite"] = 0.0 if finite else 1.0
         priorities = ((out.root_value - tb.target_value[:, 0]).abs() + 1e-6).detach().float().cpu().numpy()
-        if not finite:  # never hand NaN priorities to the buffer: keep such samples likely
-            bad = ~np.isfinite(priorities)
-            priorities[bad] = priorities[~bad].max() if (~bad).any() else 1.0
-        return metrics, priorities, target_updated
+        return metrics, priorities if finite else finite_priorities(priorities), target_updated
 
     def update_target(self) -> None:
         """Assign the online weights and buffers to the target network."""

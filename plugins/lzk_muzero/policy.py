@@ -43,7 +43,7 @@ def _sample_legal_softmax(logits: np.ndarray, legal: np.ndarray, rng: np.random.
 
 
 @contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
+def torch_threads(n: int) -> Iterator[None]:
     """Run with ``n`` torch intra-op threads (0: unchanged), restoring the previous count."""
     before = torch.get_num_threads()
     if n <= 0 or n == before:
@@ -150,7 +150,7 @@ class MuZeroPolicy:
         ``search/network_share`` is the time in the network (root and recurrent inference, with
         decoding) over the whole call."""
         t0 = time.perf_counter()
-        with _torch_threads(self.cfg.search_threads), torch.inference_mode():
+        with torch_threads(self.cfg.search_threads), torch.inference_mode():
             latent, pred_value, logits = snap.initial(self._obs_tensor(obs))
             f0 = snap.forward_seconds - (time.perf_counter() - t0)  # root inference counts as network
             result = self._search.search(
@@ -194,7 +194,7 @@ class MuZeroPolicy:
         n_rows = legal.shape[0]
         if mode == "collect" and self.cfg.collect_with_pure_policy:
             t0 = time.perf_counter()
-            with _torch_threads(self.cfg.search_threads):
+            with torch_threads(self.cfg.search_threads):
                 _, pred_value, logits = snap.initial(self._obs_tensor(obs))
             actions = _sample_legal_softmax(logits, legal, self.rng)
             zeros = np.zeros((n_rows, self.num_actions), np.float32)

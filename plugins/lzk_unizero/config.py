@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lzk_muzero.config import visit_count_temperature
+from lzk_muzero.config import VisitTemperatureOptions
 from lzkernel import option
 
 
@@ -78,8 +78,9 @@ class UniZeroModelConfig:
 
 
 @dataclass
-class UniZeroPolicyConfig:
-    """UniZero policy: world model, search constants, learner, exploration."""
+class UniZeroPolicyConfig(VisitTemperatureOptions):
+    """UniZero policy: world model, search constants, learner (the visit temperature options are
+    inherited)."""
 
     model: UniZeroModelConfig = option(default_factory=UniZeroModelConfig, doc="The world model.")
     frame_stack: int = option(1, doc="Observations stacked along the first axis (model input).", min=1)
@@ -137,13 +138,6 @@ class UniZeroPolicyConfig:
                                         min=0.0, max=1.0)
     on_nonfinite: str = option("raise", doc="A non-finite loss or gradient norm: 'raise', or 'skip' the step.",
                                choices=("raise", "skip"))
-    # --- exploration --------------------------------------------------------------------------
-    manual_temperature_decay: bool = option(
-        False, doc="Visit temperature 1.0 → 0.5 → 0.25 at 0.5 and 0.75 of the threshold.")
-    fixed_temperature_value: float = option(0.25, doc="Visit temperature when not decaying.",
-                                            min=0.0, min_exclusive=True)
-    threshold_training_steps_for_final_temperature: float = option(
-        1e5, doc="Learner steps at which the manual decay reaches 0.25.", min=1.0)
 
     def validate(self) -> list[tuple[str, str]]:
         problems = [(f"model.{f}", m) for f, m in self.model.validate()]
@@ -152,8 +146,3 @@ class UniZeroPolicyConfig:
         if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
             problems.append(("adam_betas", f"expected two values in [0, 1); got {self.adam_betas}"))
         return problems
-
-    def temperature(self, train_iter: int) -> float:
-        """Visit-count temperature for collection after ``train_iter`` learner steps (SPEC §1.4)."""
-        return visit_count_temperature(self.manual_temperature_decay, self.fixed_temperature_value,
-                                       self.threshold_training_steps_for_final_temperature, train_iter)

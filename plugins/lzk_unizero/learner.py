@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lzk_muzero.learner import discard_step, finite_priorities, nonfinite_error, step_is_finite
 from lzk_muzero.loss import TensorBatch
 from lzk_muzero.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
@@ -28,10 +29,6 @@ from lzk_unizero.loss import UniZeroLossWeights, unizero_loss
 from lzk_unizero.model import WorldModel
 
 AverageGradients = Callable[[Iterable[nn.Parameter]], None]
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss or the gradient norm was NaN/Inf (``on_nonfinite: raise``)."""
 
 
 def build_optimizer(model: nn.Module, cfg: UniZeroPolicyConfig) -> torch.optim.AdamW:
@@ -94,19 +91,15 @@ class Learner:
         values = torch.stack([out.loss.detach(), out.obs.detach(), out.reward.detach(), out.policy.detach(),
                               out.value.detach(), out.entropy, grad_norm.detach().float(), out.value_mean,
                               tb.target_value[:, 0].mean()]).tolist()
-        finite = bool(np.isfinite(values[6]) and (self.average_gradients is not None or np.isfinite(values[0])))
+        finite = step_is_finite(values[0], values[6], self.average_gradients is not None)
         if finite:
             self.optimizer.step()
             self.steps += 1
             ema_update(self.target_model, self.model, self.cfg.target_update_theta)
         elif self.cfg.on_nonfinite == "raise":
-            raise NonFiniteLossError(f"non-finite loss {values[0]} or gradient norm {values[6]} at learner step "
-                                     f"{self.steps} (set on_nonfinite: skip to drop such batches)")
+            raise nonfinite_error(values[0], values[6], self.steps)
         else:
-            self.optimizer.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                for b, old in zip(list(self.model.buffers()) + list(self.target_model.buffers()), saved or []):
-                    b.copy_(old)
+            discard_step(self.optimizer, [*self.model.buffers(), *self.target_model.buffers()], saved)
         self.target_model.eval()
 
         names = ("loss_total", "loss_obs", "loss_reward", "loss_policy", "loss_value", "policy_entropy",
@@ -115,10 +108,7 @@ class Learner:
         metrics["train/lr"] = float(self.cfg.lr)
         metrics["train/skipped_nonfinite"] = 0.0 if finite else 1.0
         priorities = out.priorities.detach().float().cpu().numpy()
-        if not finite:
-            bad = ~np.isfinite(priorities)
-            priorities[bad] = priorities[~bad].max() if (~bad).any() else 1.0
-        return metrics, priorities
+        return metrics, priorities if finite else finite_priorities(priorities)
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}

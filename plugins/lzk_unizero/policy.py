@@ -20,36 +20,23 @@ behind the policy's back (e.g. a rank-0 weight broadcast) must call :meth:`mark_
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from lzkernel import ActResult, generator_state, set_generator_state
 from lzk_muzero.models import stacked_obs_shape
+from lzk_muzero.policy import torch_threads
 from lzk_muzero.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.inference import InferenceNet, SearchSession, numba_supported, sequence_values
 from lzk_unizero.kv_cache import EnvHistory, NodeStore, root_pairs, window_inputs
 from lzk_unizero.learner import Learner
 from lzk_unizero.model import WorldModel
-
-
-@contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    if n <= 0 or n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class UniZeroPolicy:
@@ -122,7 +109,7 @@ class UniZeroPolicy:
         """Search B root windows (``root_inference`` format) with the ``which`` ('online' or
         'target') model → (SearchResult, root values [B] predicted by the model). The one search
         path of ``act`` and ``reanalyze_fn``."""
-        with _torch_threads(self.cfg.search_threads), torch.inference_mode():
+        with torch_threads(self.cfg.search_threads), torch.inference_mode():
             net = self._net(which)
             if self._store is None or self._store.dtype != net.dtype or self._store.device != net.device:
                 cfg = self.cfg.model

@@ -49,19 +49,14 @@ class UniZeroSegmentTrainer(ReanalysingTrainer):
         for role, obj, method in (("policy", self.policy, "value_fn"), ("buffer", self.buffer, "reanalyze")):
             if not callable(getattr(obj, method, None)):
                 raise TypeError(f"trainer unizero_segment needs a {role} with {method}()")
-        self._buffer_restored = False
 
     def reanalyze_buffer(self) -> dict[str, Any]:
         return self.buffer.reanalyze(self.policy.reanalyze_fn, self.sample_rng,
                                      history=int(self.policy.history_pairs))
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        super().load_extra_state(state)
-        self._buffer_restored = "buffer_meta" in state
-
     def train_start_transitions(self) -> int:
         start = super().train_start_transitions()
-        if self.resumed and not self._buffer_restored:
+        if self.resumed and not self.buffer_restored:
             start = max(start, self.cfg.resume_train_start_transitions)
         return start
 
