@@ -1,12 +1,14 @@
 """The MuZero loss against an independent per-sample computation (SPEC §2.7)."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from lzk_muzero.loss import LossWeights, TensorBatch, muzero_loss
+from lzk_muzero.loss import LossWeights, TensorBatch, muzero_loss, negative_cosine
 from lzk_muzero.models import build_model
 from lzk_muzero.support import DiscreteSupport
 from muzero_helpers import make_batch, randomize, small_model_cfg
@@ -100,3 +102,63 @@ def test_ssl_weight_zero_skips_ssl_and_padding_policy_is_free() -> None:
     batch.target_policy[:, 2] = 0.5
     out2 = muzero_loss(model, TensorBatch.from_batch(batch, "cpu"), *(DiscreteSupport.from_range([LO, HI + 1, 1]),) * 2, w)
     assert torch.all(out2.policy > out.policy)
+
+
+def _per_step_ssl_reference(model: torch.nn.Module, tb: TensorBatch) -> torch.Tensor:
+    """The SSL sum as LightZero computes it: project at every unroll step, one call per step."""
+    latent = model.initial_inference(tb.obs[:, 0])[0]
+    total = torch.zeros(tb.obs.shape[0])
+    for k in range(tb.actions.shape[1]):
+        latent = model.recurrent_inference(latent, tb.actions[:, k])[0]
+        online = model.project(latent, with_grad=True)
+        with torch.no_grad():
+            target = model.project(model.initial_inference(tb.obs[:, k + 1])[0], with_grad=False)
+        total = total + negative_cosine(online, target) * tb.mask[:, k]
+    return total
+
+
+@pytest.mark.parametrize("model_type", ["mlp", "conv"])
+def test_grouped_ssl_equals_per_step_calls_in_train_mode(model_type: str) -> None:
+    """In train mode BatchNorm uses batch statistics, so batching the K steps is only right if
+    each step keeps its own statistics: values, gradients and the representation's running
+    statistics (updated by o_0 … o_K in order either way) match K separate calls."""
+    obs_shape = (4,) if model_type == "mlp" else (2, 6, 6)
+    cfg = small_model_cfg(type=model_type, latent_dim=4) if model_type == "conv" else small_model_cfg()
+    model = build_model(cfg, obs_shape, 2)
+    randomize(model, seed=3, obs_shape=obs_shape, std=0.2)
+    reference = copy.deepcopy(model)
+    model.train(), reference.train()
+    batch = make_batch(16, 3, 2, obs_shape, seed=4)
+    batch.obs[:, 2:] *= 3.0  # steps with different statistics: one shared normalisation would differ
+    tb = TensorBatch.from_batch(batch, "cpu")
+    w = LossWeights(value=0.0, reward=0.0, policy=0.0, ssl=1.0, entropy=0.0)
+    support = DiscreteSupport.from_range([LO, HI + 1, 1])
+    out = muzero_loss(model, tb, support, support, w)
+    expected = _per_step_ssl_reference(reference, tb)
+    assert torch.allclose(out.ssl, expected, rtol=1e-4, atol=1e-5)
+    out.ssl.sum().backward()
+    expected.sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        if q.grad is None:
+            assert p.grad is None or torch.all(p.grad == 0), name
+        else:
+            assert torch.allclose(p.grad, q.grad, rtol=1e-3, atol=1e-5), name
+    first_norm = next(m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
+    ref_norm = next(m for m in reference.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
+    assert torch.allclose(first_norm.running_mean, ref_norm.running_mean, atol=1e-6)
+    assert torch.allclose(first_norm.running_var, ref_norm.running_var, rtol=1e-5)
+    assert int(first_norm.num_batches_tracked) == int(ref_norm.num_batches_tracked) == 4  # o_0 … o_3
+    # and normalising all steps together would have given another answer
+    assert not torch.allclose(out.ssl, _ungrouped_ssl(copy.deepcopy(reference), tb), rtol=1e-3)
+
+
+def _ungrouped_ssl(model: torch.nn.Module, tb: TensorBatch) -> torch.Tensor:
+    b, k = tb.actions.shape
+    latent = model.initial_inference(tb.obs[:, 0])[0]
+    latents = []
+    for j in range(k):
+        latent = model.recurrent_inference(latent, tb.actions[:, j])[0]
+        latents.append(latent)
+    online = model.project(torch.stack(latents, 1).flatten(0, 1), with_grad=True)
+    target = model.project(model.initial_inference(tb.obs[:, 1:].flatten(0, 1))[0], with_grad=False)
+    return (negative_cosine(online, target).view(b, k) * tb.mask[:, :k]).sum(1).detach()
