@@ -12,7 +12,8 @@ measured on the same 2-core machine; the goal is half of them with a network sha
     python benchmarks/mcts.py --json     # [{"batch", "simulations", "ms_per_search", "network_share",
                                          #   "lightzero_ms", "goal_ms", "backend", ...}, ...]
     python benchmarks/mcts.py --backend both   # numba and torch, interleaved
-    python benchmarks/mcts.py --learn    # also: learner step at batch 256, float32 vs bfloat16
+    python benchmarks/mcts.py --learn    # also: learner step at batch 256, float32 vs bfloat16, with
+                                         #   its matmul GMAC (forward + backward) and the rate achieved
 
 Backends (``policy.search_backend``): ``numba`` (the default: one compiled call per simulation,
 :mod:`lzk_muzero.numba_mlp`) or ``torch`` (the reference path); ``--backend both`` alternates the
@@ -101,6 +102,11 @@ def _learn_batch(b: int, k: int, seed: int = 0) -> SimpleNamespace:
 
 
 def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str, float]:
+    """Learner steps at batch 256: median/min ms, and the step's matmul arithmetic (forward and
+    backward, counted by torch's FlopCounterMode) with the rate it ran at, which shows how close
+    the step is to the machine's matmul throughput."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     torch.set_num_threads(threads)
     policy = _policy(25, threads, learn_dtype=dtype)
     batches = [_learn_batch(256, 5, seed) for seed in range(4)]
@@ -111,7 +117,13 @@ def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str
         if i >= warmup:
             ms.append((time.perf_counter() - t0) * 1e3)
         loss.append(metrics["train/loss_total"])
-    return {"ms_per_step": statistics.median(ms), "min_ms": min(ms), "final_loss": loss[-1]}
+    counter = FlopCounterMode(display=False)
+    with counter:
+        policy.learn(batches[0])
+    gmac = counter.get_total_flops() / 2e9
+    median = statistics.median(ms)
+    return {"ms_per_step": median, "min_ms": min(ms), "final_loss": loss[-1], "gmac_per_step": gmac,
+            "gmac_per_s": gmac / (median / 1e3)}
 
 
 def main() -> None:
@@ -140,6 +152,7 @@ def main() -> None:
             r = bench_learn(dtype, args.learn_threads, warmup=3, repeats=max(5, args.repeats // 3))
             learn_rows.append({"learn_dtype": dtype, "batch": 256, "unroll_steps": 5, "threads": args.learn_threads,
                                "ms_per_step": round(r["ms_per_step"], 1), "min_ms": round(r["min_ms"], 1),
+                               "gmac_per_step": round(r["gmac_per_step"], 2), "gmac_per_s": round(r["gmac_per_s"], 1),
                                "lightzero_ms": 210.0})
 
     if args.json:
@@ -154,7 +167,8 @@ def main() -> None:
               f"{r['goal_ms']:>5.1f} {ok}")
     for r in learn_rows:
         print(f"learn {r['learn_dtype']:>8} B=256 K=5 threads={r['threads']}: {r['ms_per_step']:.1f} ms/step "
-              f"(min {r['min_ms']:.1f}; LightZero ~{r['lightzero_ms']:.0f})")
+              f"(min {r['min_ms']:.1f}; LightZero ~{r['lightzero_ms']:.0f}); matmuls {r['gmac_per_step']:.1f} GMAC "
+              f"per step, run at {r['gmac_per_s']:.0f} GMAC/s")
 
 
 if __name__ == "__main__":

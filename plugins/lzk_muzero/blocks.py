@@ -33,6 +33,8 @@ class _GroupedBatchNorm:
         g = self.groups
         if g == 1 or not self.training:
             return super().forward(x)  # type: ignore[misc]
+        if x.shape[0] % g:
+            raise ValueError(f"grouped BatchNorm: {x.shape[0]} rows do not split into {g} equal batches")
         n, c = x.shape[0] // g, x.shape[1]
         # Sample-major rows make [N·G, C, *S] a free view as [N, G·C, *S]: channel g·C + c is
         # channel c of batch g, so BatchNorm's per-channel statistics are per-batch statistics.
