@@ -12,7 +12,7 @@ measured on the same 2-core machine; the goal is half of them with a network sha
     python benchmarks/mcts.py --json     # [{"batch", "simulations", "ms_per_search", "network_share",
                                          #   "lightzero_ms", "goal_ms", "backend", ...}, ...]
     python benchmarks/mcts.py --backend both   # numba and torch, interleaved
-    python benchmarks/mcts.py --learn    # also: learner step at batch 256, float32 vs bfloat16, with
+    python benchmarks/mcts.py --learn    # also: learner step at batch 256 (float32; bfloat16 too on AMX/AVX-512 BF16 CPUs), with
                                          #   its matmul GMAC (forward + backward) and the rate achieved
 
 Backends (``policy.search_backend``): ``numba`` (the default: one compiled call per simulation,
@@ -31,6 +31,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -126,6 +127,15 @@ def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str
             "gmac_per_s": gmac / (median / 1e3)}
 
 
+def _native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16), from /proc/cpuinfo."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
@@ -136,6 +146,9 @@ def main() -> None:
                         help="search backend (default: the config default); 'both' interleaves them")
     parser.add_argument("--learn", action="store_true", help="also time learner steps at batch 256")
     parser.add_argument("--learn-threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--learn-dtypes", nargs="+", choices=("float32", "bfloat16"), default=None,
+                        help="learner precisions to time (default: float32, plus bfloat16 where the CPU "
+                             "has native bf16 matmuls; emulated bf16 takes ~11 s per step)")
     args = parser.parse_args()
 
     backends = BACKENDS if args.backend == "both" else (args.backend,)
@@ -148,7 +161,8 @@ def main() -> None:
                          "backend": backend})
     learn_rows = []
     if args.learn:
-        for dtype in ("float32", "bfloat16"):
+        dtypes = args.learn_dtypes or (("float32", "bfloat16") if _native_bf16() else ("float32",))
+        for dtype in dtypes:
             r = bench_learn(dtype, args.learn_threads, warmup=3, repeats=max(5, args.repeats // 3))
             learn_rows.append({"learn_dtype": dtype, "batch": 256, "unroll_steps": 5, "threads": args.learn_threads,
                                "ms_per_step": round(r["ms_per_step"], 1), "min_ms": round(r["min_ms"], 1),
