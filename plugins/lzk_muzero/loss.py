@@ -20,7 +20,7 @@ The SSL terms of all K steps are computed together, after the unroll: the K late
 (and the K target observations) go through the projection as one [B·K] batch, with every
 BatchNorm in grouped mode (:func:`lzk_muzero.blocks.batch_groups`), so each step is still
 normalised with its own batch statistics. The values and gradients are those of K separate
-calls; a few large matmuls replace K small ones (≈ 20% faster learner steps on two CPU cores).
+calls; a few large matmuls replace K small ones (≈ 15% faster learner steps on two CPU cores).
 Only the order of the BatchNorm running-statistics updates differs from step-by-step
 evaluation: the prediction network sees the K recurrent steps, then the K target latents,
 instead of alternating.

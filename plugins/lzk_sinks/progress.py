@@ -38,6 +38,9 @@ def _show(run: Any, force: bool = False) -> None:
         parts.append(f"eval {st['eval']:.1f} (best {st['best']:.1f})")
     if run.status_text:
         parts.append(run.status_text)
+    elif st["eval"] is None and run.env_steps == 0:
+        # Before the first event: the first run on a machine compiles the numba kernels here.
+        parts.append("starting (first run on a machine: ~15 s compiling search kernels)")
     parts.append(_fmt_time(wall))
     line = "[lzkernel] " + " | ".join(parts)
     if tty:
@@ -51,6 +54,7 @@ def _show(run: Any, force: bool = False) -> None:
 def lzkernel_run_start(run: Any) -> None:
     if run.is_main and run.cfg.progress:
         _state[id(run)] = {"shown": 0.0, "eval": None, "best": float("-inf")}
+        _show(run, force=True)  # at once: the first event may be many seconds away
 
 
 @hookimpl
