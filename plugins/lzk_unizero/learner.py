@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lzk_muzero.learner import discard_step, finite_priorities, nonfinite_error, step_is_finite
+from lzk_muzero.learner import discard_step, finite_priorities, fused_option, nonfinite_error, step_is_finite
 from lzk_muzero.loss import TensorBatch
 from lzk_muzero.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
@@ -36,7 +36,7 @@ def build_optimizer(model: nn.Module, cfg: UniZeroPolicyConfig) -> torch.optim.A
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.adam_betas))
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.adam_betas), **fused_option(model))
 
 
 @torch.no_grad()
