@@ -274,32 +274,29 @@ def main() -> None:
         return
     print(f"search: B={ENVS} roots x S={SIMS} simulations, root windows of {M} past pairs, 1 thread")
     print(f"{'mode':>9} {'ms/search':>10} {'min ms':>8} {'ms/sim':>7} {'min':>6} {'env steps/s':>12}")
-    for r in rows:
-        if r["table"] == "search":
-            print(f"{r['mode']:>9} {r['ms_per_search']:>10.2f} {r['min_ms']:>8.2f} {r['ms_per_sim']:>7.3f} "
-                  f"{r['min_ms_per_sim']:>6.3f} {r['env_steps_per_s']:>12.0f}")
+    _print_rows(rows, "search", "{mode:>9} {ms_per_search:>10.2f} {min_ms:>8.2f} {ms_per_sim:>7.3f} "
+                                "{min_ms_per_sim:>6.3f} {env_steps_per_s:>12.0f}")
     print(f"\nact (collect, {ENVS} envs, {SIMS} simulations, episode step 100; goal {GOAL_STEPS_PER_S:.0f} env steps/s)")
     print(f"{'backend':>8} {'ms/act':>7} {'min':>6} {'env steps/s':>12} {'at min':>7}")
-    for r in rows:
-        if r["table"] == "act":
-            print(f"{r['backend']:>8} {r['ms_per_act']:>7.2f} {r['min_ms']:>6.2f} {r['env_steps_per_s']:>12.0f} "
-                  f"{r['env_steps_per_s_at_min']:>7.0f}")
+    _print_rows(rows, "act", "{backend:>8} {ms_per_act:>7.2f} {min_ms:>6.2f} {env_steps_per_s:>12.0f} "
+                             "{env_steps_per_s_at_min:>7.0f}")
     print("\ncontext: ms per simulation (model calls) by root window and episode step, numba backend")
     print(f"{'pairs':>6} {'step':>6} {'root tokens':>12} {'ms/sim':>7} {'min':>6} {'ms/act':>7}")
-    for r in rows:
-        if r["table"] == "context":
-            print(f"{r['root_pairs']:>6} {r['episode_step']:>6} {r['root_context_tokens']:>12.0f} "
-                  f"{r['ms_per_sim']:>7.3f} {r['min_ms_per_sim']:>6.3f} {r['ms_per_act']:>7.2f}")
+    _print_rows(rows, "context", "{root_pairs:>6} {episode_step:>6} {root_context_tokens:>12.0f} "
+                                 "{ms_per_sim:>7.3f} {min_ms_per_sim:>6.3f} {ms_per_act:>7.2f}")
     print(f"\nreanalyze: {ReanalyzeCase.ROOTS} full windows, target model, {SIMS} simulations")
     print(f"{'chunk':>6} {'backend':>8} {'ms/root':>8} {'min':>6}")
-    for r in rows:
-        if r["table"] == "reanalyze":
-            print(f"{r['search_chunk']:>6} {r['backend']:>8} {r['ms_per_root']:>8.3f} {r['min_ms_per_root']:>6.3f}")
+    _print_rows(rows, "reanalyze", "{search_chunk:>6} {backend:>8} {ms_per_root:>8.3f} {min_ms_per_root:>6.3f}")
     if not args.no_compile:
         print("\nnumba first call in a fresh process (first numba act minus a steady one)")
-        for r in rows:
-            if r["table"] == "compile":
-                print(f"{r['case']:>22}: {r['first_call_overhead_s']:.2f} s")
+        _print_rows(rows, "compile", "{case:>22}: {first_call_overhead_s:.2f} s")
+
+
+def _print_rows(rows: list[dict], table: str, line: str) -> None:
+    """Print the rows of one table, each formatted by ``line`` (a str.format template over the row)."""
+    for r in rows:
+        if r["table"] == table:
+            print(line.format(**r))
 
 
 if __name__ == "__main__":
