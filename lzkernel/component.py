@@ -1,20 +1,17 @@
-"""What a plugin provides: named components, each a factory plus a config schema."""
+"""What a plugin provides: named components, each a factory plus a config schema, and what it
+promises and asks of the components it runs with (checked before the run starts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-#: The roles a component can play, in the order config sections are validated.
-ROLES: tuple[str, ...] = (
-    "trainer",
-    "env",
-    "policy",
-    "buffer",
-    "collector",
-    "evaluator",
-    "update_schedule",
-    "comm",
-)
+from lzkernel.roles.table import ROLES
+
+if TYPE_CHECKING:
+    from lzkernel.config.compat import CheckContext
+    from lzkernel.roles.policy import TargetSpec
+
+__all__ = ["ROLES", "Component"]
 
 
 @dataclass(frozen=True)
@@ -22,17 +19,32 @@ class Component:
     """A named implementation of one role.
 
     ``factory(cfg, run, **kwargs)`` builds the component: ``cfg`` is an instance of ``config``
-    (already validated), ``run`` the :class:`~lzkernel.run.RunContext`, ``kwargs`` whatever the
-    caller of ``run.build(role, **kwargs)`` passes (an env spec for a policy, say). Factories import
-    heavy modules (torch, gymnasium) inside their body so that ``lzkernel plugins`` stays fast.
+    (already validated), ``run`` the :class:`~lzkernel.run.RunContext`, ``kwargs`` exactly the
+    keyword arguments the role table gives for the role (an env spec for a policy, say; see
+    :data:`lzkernel.ROLE_TABLE`). Factories import heavy modules (torch, gymnasium) inside their
+    body so that ``lzkernel plugins`` stays fast.
 
     ``config`` is a dataclass whose fields are declared with :func:`lzkernel.option` (each with a
     ``doc``); ``None`` means the component takes no options besides ``name``.
+
+    Compatibility, checked by ``lzkernel config`` and before ``lzkernel run`` builds anything:
+
+    * ``provides``: Protocols the built object implements besides its role's (e.g. a policy's
+      :class:`~lzkernel.ObservationValues`, a buffer's :class:`~lzkernel.ReanalysableBuffer`);
+    * ``needs``: per other role, the Protocols its component must provide;
+    * ``check(ctx)``: cross-section rules (e.g. "collector.segment_length equals
+      buffer.segment_length"); returns problems as ``"key: message"`` strings;
+    * ``target_spec(cfg)``: policies only, the :class:`~lzkernel.TargetSpec` their options imply
+      (what ``policy.target_spec`` will be), so that other components' checks can use it.
     """
 
     name: str
     factory: Callable[..., Any]
     config: type | None = None
     doc: str = ""
+    provides: tuple[type, ...] = ()
+    needs: Mapping[str, tuple[type, ...]] = field(default_factory=dict)
+    check: Callable[[CheckContext], list[str]] | None = field(default=None, compare=False)
+    target_spec: Callable[[Any], TargetSpec] | None = field(default=None, compare=False)
     # Filled in by the registry: the plugin that registered this component.
     plugin: str = field(default="", compare=False)

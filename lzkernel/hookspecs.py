@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pluggy
 
+from lzkernel.roles.table import ROLE_TABLE
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -39,66 +41,53 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 # ---------------------------------------------------------------------------------------------
 
 
+# The docstrings of these hooks come from the role table (lzkernel.roles.table.ROLE_TABLE), which
+# also fixes the keyword arguments each factory is called with.
+
+
 @hookspec
 def lzkernel_register_trainers() -> list[Component]:
-    """Trainers: the orchestrator loop of one algorithm family (config section ``trainer``).
-
-    The factory is called as ``factory(cfg, run)`` and returns an object with
-    ``train() -> None`` plus ``state_dict()``/``load_state_dict(state)`` for checkpoints.
-    """
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_envs() -> list[Component]:
-    """Environments (section ``env``): factory ``factory(cfg, run)`` returns an env spec that can
-    create vectorised envs and reports observation shape and action count."""
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_policies() -> list[Component]:
-    """Policies (section ``policy``): one model, three modes (collect, eval, learn).
-
-    Factory: ``factory(cfg, run, env_spec=...)``.
-    """
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_buffers() -> list[Component]:
-    """Replay buffers (section ``buffer``). Factory: ``factory(cfg, run, **algorithm_kwargs)``."""
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_collectors() -> list[Component]:
-    """Collectors (section ``collector``): step vectorised envs with a policy, return data.
-
-    Factory: ``factory(cfg, run, env_spec=..., policy=...)``.
-    """
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_evaluators() -> list[Component]:
-    """Evaluators (section ``evaluator``): play N greedy episodes, report returns, decide stop.
-
-    Factory: ``factory(cfg, run, env_spec=..., policy=...)``.
-    """
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_update_schedules() -> list[Component]:
-    """Update schedules (section ``update_schedule``): learner updates per collect.
-
-    Factory: ``factory(cfg, run)`` returns an object with
-    ``updates(collected_transitions: int) -> int``, identical on every rank.
-    """
+    """(see ROLE_TABLE)"""
 
 
 @hookspec
 def lzkernel_register_comm_backends() -> list[Component]:
-    """Communication backends (section ``comm``): rank, world size and collectives.
+    """(see ROLE_TABLE)"""
 
-    Factory: ``factory(cfg, run)`` returns a :class:`~lzkernel.comm.CommBackend`. Built first,
-    before any other component, on every rank.
-    """
+
+for _role in ROLE_TABLE:
+    globals()[_role.hook].__doc__ = _role.hook_doc()
+del _role
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,8 +120,9 @@ def lzkernel_after_train(run: RunContext, metrics: Mapping[str, float]) -> None:
 
 @hookspec
 def lzkernel_after_eval(run: RunContext, metrics: Mapping[str, float]) -> None:
-    """An evaluation finished. ``metrics`` hold ``eval/return_mean``, ``eval/return_std``,
-    ``eval/return_min``, ``eval/return_max`` and ``eval/episodes``. Rank 0 only."""
+    """An evaluation finished. ``metrics`` hold at least ``eval/return_mean`` (episode evaluators
+    add ``eval/return_std``/``_min``/``_max`` and ``eval/episodes``; two-player evaluators their
+    win/draw/loss rates). Rank 0 only."""
 
 
 @hookspec

@@ -3,21 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from lzkernel.component import ROLES, Component
+import dataclasses
+
+from lzkernel.component import Component
 from lzkernel.config.schema import suggest
 from lzkernel.errors import ConfigError, PluginError
+from lzkernel.roles.table import ROLE_TABLE, ROLES
 
-#: Registration hook of each role.
-REGISTRATION_HOOKS: dict[str, str] = {
-    "trainer": "lzkernel_register_trainers",
-    "env": "lzkernel_register_envs",
-    "policy": "lzkernel_register_policies",
-    "buffer": "lzkernel_register_buffers",
-    "collector": "lzkernel_register_collectors",
-    "evaluator": "lzkernel_register_evaluators",
-    "update_schedule": "lzkernel_register_update_schedules",
-    "comm": "lzkernel_register_comm_backends",
-}
+#: Registration hook of each role (from the role table).
+REGISTRATION_HOOKS: dict[str, str] = {r.name: r.hook for r in ROLE_TABLE}
 
 
 class Registry:
@@ -40,9 +34,7 @@ class Registry:
                 f"{role} '{component.name}' is registered twice: by plugin '{existing.plugin}' "
                 f"and by plugin '{plugin}'; block one of them with -p no:NAME"
             )
-        self._components[role][component.name] = Component(
-            component.name, component.factory, component.config, component.doc, plugin
-        )
+        self._components[role][component.name] = dataclasses.replace(component, plugin=plugin)
 
     def get(self, role: str, name: str) -> Component:
         """The component, or a :class:`ConfigError` listing the available names."""

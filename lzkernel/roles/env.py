@@ -1,0 +1,139 @@
+"""Environments: the vector-env contract collectors and evaluators step, the env spec a policy
+is built from, and the simulator contract search with a real environment steps.
+
+Shape letters: E envs, n states, A actions, O observation shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass
+class StepBatch:
+    """What a vector env returns from ``reset`` and ``step``, one row per env.
+
+    Auto-reset happens on the same step: where ``terminated | truncated`` is true, ``obs``,
+    ``legal``, ``to_play`` and ``states`` already belong to the *next* episode's first state, and
+    ``final_obs`` holds the last observation of the finished episode (elsewhere it equals
+    ``obs``). ``reward`` is the reward of the transition just taken (zeros after ``reset``), for
+    the player who took it in two-player games.
+    """
+
+    obs: np.ndarray  # [E, *O] float32 (two-player games: from the view of the player to move)
+    legal: np.ndarray  # [E, A] bool, at least one True per row
+    to_play: np.ndarray  # [E] int64: -1 single player, else the player to move (1 or 2)
+    reward: np.ndarray  # [E] float32
+    terminated: np.ndarray  # [E] bool: the MDP ended (no bootstrap past it)
+    truncated: np.ndarray  # [E] bool: cut by a time limit (bootstrap allowed unless configured)
+    final_obs: np.ndarray  # [E, *O]
+    episode_return: np.ndarray  # [E] float32: return of the episode that just ended (0 elsewhere)
+    episode_length: np.ndarray  # [E] int64: its length in steps (0 elsewhere)
+    #: [E] simulator states of the rows' current positions (envs that offer a :class:`Simulator`;
+    #: None elsewhere). They are the env's own states: read them or ``clone`` them, never step them.
+    states: Sequence[Any] | None = None
+
+
+@runtime_checkable
+class VectorEnv(Protocol):
+    """E environments stepped together, with same-step auto-reset."""
+
+    num_envs: int
+
+    def reset(self) -> StepBatch:
+        """Reset every env (seeded at the first call) and return the first states."""
+
+    def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
+        """Step the envs with ``actions`` [E] int64 (each legal for its row). ``active`` [E] bool,
+        when given, leaves the other rows unstepped (their rows in the result are unchanged and
+        their rewards zero): collectors use it for envs that met their episode quota."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class EnvSpec(Protocol):
+    """Built by the ``env`` component: what a policy needs to know and how to make envs."""
+
+    id: str
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    two_player: bool
+    #: When true, a time-limit truncation ends the episode like a termination (no bootstrap).
+    truncation_as_terminal: bool
+
+    def make_vector(self, num_envs: int, seed: int) -> VectorEnv:
+        """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulators: search with a real environment
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SimulatorStep:
+    """The view of n simulator states after :meth:`Simulator.step` (or :meth:`Simulator.observe`).
+
+    ``reward`` is the reward of the transition into the state for the player who moved (zeros
+    from ``observe``). At a terminal state ``legal`` is all False and ``obs``/``to_play`` are
+    whatever the game reports there: nothing is chosen from it.
+    """
+
+    obs: np.ndarray  # [n, *O] float32: the network input, from the view of the player to move
+    legal: np.ndarray  # [n, A] bool
+    to_play: np.ndarray  # [n] int64: the player to move (1 or 2; -1 for single-player games)
+    reward: np.ndarray  # [n] float32
+    terminal: np.ndarray  # [n] bool: the game is over at the state
+
+
+@runtime_checkable
+class Simulator(Protocol):
+    """A game that search can play forward: clone a state, step states in place, observe them.
+
+    States are opaque handles (an OpenSpiel state, a board array, ...). ``clone`` returns an
+    independent copy: stepping the copy never changes the original. Stepping a terminal state
+    or with an illegal action is an error.
+    """
+
+    num_actions: int
+    obs_shape: tuple[int, ...]
+
+    def clone(self, state: Any) -> Any:
+        """An independent copy of ``state``."""
+
+    def step(self, states: Sequence[Any], actions: np.ndarray) -> SimulatorStep:
+        """Advance each of the n ``states`` in place by its action ``actions`` [n] int64; the
+        view of the states reached."""
+
+    def observe(self, states: Sequence[Any]) -> SimulatorStep:
+        """The view of n states as they are (rewards zero)."""
+
+
+@runtime_checkable
+class Opponent(Protocol):
+    """A fixed player of a two-player game (a bot): one move per state."""
+
+    def act(self, states: Sequence[Any], legal: np.ndarray) -> np.ndarray:
+        """Moves [n] int64 for n states (each legal: ``legal`` [n, A] bool), where the opponent is
+        the player to move. Seeded at construction; may keep no per-game state."""
+
+
+@runtime_checkable
+class SimulatorEnvSpec(EnvSpec, Protocol):
+    """An env spec whose vector envs fill :attr:`StepBatch.states` and whose states a
+    :class:`Simulator` can step (board games): what simulator-driven search, two-player
+    collectors and evaluators need."""
+
+    #: Names :meth:`make_opponent` accepts for this game (e.g. "random", "mcts", "perfect").
+    opponents: tuple[str, ...]
+
+    def make_simulator(self) -> Simulator:
+        """A simulator for the states this spec's vector envs report."""
+
+    def make_opponent(self, name: str, params: Mapping[str, Any], seed: int) -> Opponent:
+        """Opponent ``name`` (one of :attr:`opponents`) with its ``params`` (e.g. ``{"simulations":
+        1000}`` for an MCTS bot), seeded with ``seed``; ConfigError for an unknown name or params."""

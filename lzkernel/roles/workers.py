@@ -1,0 +1,49 @@
+"""Collectors and evaluators: they step vector envs with a policy."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from lzkernel.roles.data import Trajectory
+    from lzkernel.roles.policy import ActingPolicy
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """Plays with a policy and returns trajectories (whole episodes or finished pieces)."""
+
+    def collect(self, policy: ActingPolicy, *, temperature: float, epsilon: float, random_policy: bool = False,
+                n_episode: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
+        """One collection: the trajectories that finished and ``collect/...`` metrics.
+        ``random_policy``: act uniformly at random (warm-up); ``n_episode``: this call's episode
+        count instead of the configured one (collectors that count episodes)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and whatever else a resume needs (plain values)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Plays greedy episodes on rank 0, reports ``eval/...`` (always ``eval/return_mean``), and
+    decides "best" and "stop"."""
+
+    def should_eval(self, train_iter: int) -> bool:
+        """Whether an evaluation is due at ``train_iter`` (recording it when it answers True)."""
+
+    def evaluate(self, policy: ActingPolicy) -> dict[str, float]: ...
+
+    def is_best(self, mean: float) -> bool:
+        """``mean`` beats every earlier evaluation (and is remembered)."""
+
+    def reached(self, mean: float) -> bool:
+        """``mean`` reaches the stop value."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
