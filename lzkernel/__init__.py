@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from lzkernel.collectives import all_reduce_mean_tensors, broadcast_tensors
 from lzkernel.component import ROLES, Component
+from lzkernel.config.compat import BufferOptions, CheckContext, SegmentBufferOptions
 from lzkernel.config.schema import option
 from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError
 from lzkernel.hookspecs import hookimpl, hookspec
+from lzkernel.sampling import masked_softmax_weights, sample_from_weights, uniform_legal
 from lzkernel.seeding import generator_state, set_generator_state
 from lzkernel.roles import (
     ROLE_TABLE,
@@ -25,6 +27,7 @@ from lzkernel.roles import (
     ReanalysableBuffer,
     ReplayBuffer,
     RoleSpec,
+    SearchCaches,
     SequenceValues,
     Simulator,
     SimulatorEnvSpec,
@@ -45,6 +48,8 @@ __all__ = [
     "ActResult",
     "ActingPolicy",
     "Batch",
+    "BufferOptions",
+    "CheckContext",
     "CheckpointError",
     "Collector",
     "CommBackend",
@@ -60,6 +65,8 @@ __all__ = [
     "ReanalysableBuffer",
     "ReplayBuffer",
     "RoleSpec",
+    "SearchCaches",
+    "SegmentBufferOptions",
     "SequenceValues",
     "Simulator",
     "SimulatorEnvSpec",
@@ -74,6 +81,9 @@ __all__ = [
     "all_reduce_mean_tensors",
     "broadcast_tensors",
     "generator_state",
+    "masked_softmax_weights",
+    "sample_from_weights",
+    "uniform_legal",
     "set_generator_state",
     "hookimpl",
     "hookspec",

@@ -21,6 +21,7 @@ from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint
 from lzkernel.config.loader import ResolvedConfig
 from lzkernel.errors import CheckpointError, ConfigError
 from lzkernel.pluginmanager import Kernel
+from lzkernel.roles.table import ROLE_SPECS
 from lzkernel.seeding import derive_seed, seed_globals
 
 log = logging.getLogger("lzkernel")
@@ -123,7 +124,13 @@ class RunContext:
         return self.config.section(role)
 
     def build(self, role: str, **kwargs: Any) -> Any:
-        """Build the component the config names for ``role``: ``factory(options, run, **kwargs)``."""
+        """Build the component the config names for ``role``: ``factory(options, run, **kwargs)``,
+        where ``kwargs`` must be exactly the role table's keyword arguments for ``role``
+        (:data:`lzkernel.ROLE_TABLE`): a trainer that passes others is a bug, named here."""
+        spec = ROLE_SPECS[role]
+        if set(kwargs) != spec.kwarg_names:
+            raise TypeError(f"run.build({role!r}) got keyword arguments {sorted(kwargs)}; the role table says "
+                            f"{spec.call_signature()}")
         name = self.config.name(role)
         if name is None:
             trainer = self.config.name("trainer")

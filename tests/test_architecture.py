@@ -1,4 +1,5 @@
-"""The dependency walls of docs/architecture.md, checked by parsing every import."""
+"""The dependency walls of docs/architecture.md, checked by parsing every import, and the role
+table's factory arguments, checked against what the loop passes."""
 from __future__ import annotations
 
 import ast
@@ -6,7 +7,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Which first-party packages each package may import (besides itself and the kernel).
+#: Which first-party packages each package may import (besides itself and the kernel). Leaves
+#: import only the kernel; libraries (mcts, common, loop) only what is below them; an algorithm
+#: plugin the libraries, never another algorithm plugin.
 ALLOWED: dict[str, set[str]] = {
     "lzkernel": set(),
     "lzk_comm": set(),
@@ -17,10 +20,13 @@ ALLOWED: dict[str, set[str]] = {
     "lzk_schedule": set(),
     "lzk_sinks": set(),
     "lzk_loop": set(),
-    "lzk_muzero": {"lzk_mcts"},
+    "lzk_common": {"lzk_mcts"},
+    "lzk_muzero": {"lzk_common", "lzk_mcts"},
     "lzk_rezero": {"lzk_loop"},
-    "lzk_unizero": {"lzk_muzero", "lzk_mcts", "lzk_loop"},
+    "lzk_unizero": {"lzk_common", "lzk_mcts", "lzk_loop"},
 }
+#: The algorithm plugins: none may import another (shared code lives in lzk_common).
+ALGORITHMS = {"lzk_muzero", "lzk_unizero", "lzk_alphazero", "lzk_efficientzero"}
 
 
 def _packages() -> dict[str, Path]:
@@ -57,6 +63,49 @@ def test_imports_respect_the_walls() -> None:
                 if mod not in allowed:
                     violations.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert not violations, "\n".join(violations)
+
+
+def test_no_algorithm_plugin_imports_another() -> None:
+    algorithms = ALGORITHMS & set(_packages())
+    assert {"lzk_muzero", "lzk_unizero"} <= algorithms
+    hits = [f"{path.relative_to(ROOT)} imports {mod}" for name in algorithms for path in _packages()[name].rglob("*.py")
+            for mod in _imports(path) & (algorithms - {name})]
+    assert not hits, "\n".join(hits)
+
+
+def test_the_kernel_imports_no_plugin() -> None:
+    plugins = set(_packages()) - {"lzkernel"}
+    hits = [f"{path.relative_to(ROOT)} imports {mod}" for path in (ROOT / "lzkernel").rglob("*.py")
+            for mod in _imports(path) & plugins]
+    assert not hits, "\n".join(hits)
+
+
+def test_every_factory_call_of_the_loop_matches_the_role_table(tmp_path: Path) -> None:
+    """Build a real loop trainer (ReZero on CartPole) with every factory wrapped: each role's
+    factory is called with exactly the keyword arguments the role table documents, and
+    ``run.build`` refuses others."""
+    import pytest
+
+    from lzkernel import ROLE_TABLE
+    from lzkernel.config.loader import load_config
+    from lzkernel.pluginmanager import Kernel
+    from lzkernel.run import RunContext
+
+    kernel = Kernel()
+    seen: dict[str, set[str]] = {}
+    for role, comp in list(kernel.registry.items()):
+        def spy(cfg, run, _factory=comp.factory, _role=role, **kwargs):  # noqa: ANN001, ANN202
+            seen[_role] = set(kwargs)
+            return _factory(cfg, run, **kwargs)
+        object.__setattr__(comp, "factory", spy)
+    config = load_config(ROOT / "configs" / "cartpole_rezero_fast.yaml",
+                         [f"run.out_dir={tmp_path}", "run.progress=false"], kernel.registry)
+    with RunContext(kernel, config) as run:
+        run.build("trainer")
+        for spec in ROLE_TABLE:
+            assert seen.get(spec.name) == set(spec.kwarg_names), (spec.name, seen.get(spec.name))
+        with pytest.raises(TypeError, match="role table"):
+            run.build("collector", env_spec=None)  # frame_stack missing
 
 
 def test_plugin_entry_modules_do_not_import_torch_at_top_level() -> None:

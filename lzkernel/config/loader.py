@@ -203,7 +203,15 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
 
 
 def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) -> ResolvedConfig:
-    """File → overrides → validated config."""
+    """File → overrides → validated config whose components fit together
+    (:func:`lzkernel.config.compat.check_compatibility`)."""
+    from lzkernel.config.compat import check_compatibility
+
     tree = load_yaml(path)
     tree, touched = apply_overrides(tree, overrides)
-    return resolve(tree, registry, str(path), touched)
+    config = resolve(tree, registry, str(path), touched)
+    problems = check_compatibility(config, registry)
+    if problems:
+        head = f"incompatible components in {path} ({len(problems)} problem{'s' if len(problems) > 1 else ''}):"
+        raise ConfigError(head + "\n  " + "\n  ".join(problems), problems)
+    return config

@@ -16,6 +16,7 @@ from lzkernel.roles.policy import (
     ActResult,
     LearningPolicy,
     ObservationValues,
+    SearchCaches,
     SequenceValues,
     TargetSpec,
 )
@@ -26,6 +27,6 @@ from lzkernel.roles.workers import Collector, Evaluator
 __all__ = [
     "ROLES", "ROLE_SPECS", "ROLE_TABLE", "ActResult", "ActingPolicy", "Batch", "Collector", "CommBackend",
     "EnvSpec", "Evaluator", "LearningPolicy", "ObservationValues", "Opponent", "ReanalysableBuffer", "ReplayBuffer",
-    "RoleSpec", "SequenceValues", "Simulator", "SimulatorEnvSpec", "SimulatorStep", "StepBatch", "TargetSpec",
+    "RoleSpec", "SearchCaches", "SequenceValues", "Simulator", "SimulatorEnvSpec", "SimulatorStep", "StepBatch", "TargetSpec",
     "Trainer", "Trajectory", "UpdateSchedule", "VectorEnv",
 ]

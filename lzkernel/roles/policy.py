@@ -138,3 +138,11 @@ class SequenceValues(Protocol):
         """Fresh searches from R right-padded history windows obs [R, W, *O'] (the first
         ``n_obs[r]`` real, the last real one the root), actions [R, W−1] → (visit_dist [R, A],
         root_value [R]) float32."""
+
+
+@runtime_checkable
+class SearchCaches(Protocol):
+    """A policy that keeps search state built with its weights (UniZero's search buffers)."""
+
+    def clear_caches(self) -> None:
+        """Drop what was built with the old weights (trainers call it after each epoch)."""

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from lzk_comm.local import check_plain
+from lzk_comm.checks import check_plain
 
 
 class CommTimer:

@@ -6,6 +6,6 @@ UniZero) override the small hooks where they differ. A library plugin: it regist
 components.
 """
 from lzk_loop.reanalysis import ReanalysingTrainer
-from lzk_loop.skeleton import LoopConfig, LoopTrainer
+from lzk_loop.skeleton import LoopConfig, LoopTrainer, loop_check
 
-__all__ = ["LoopConfig", "LoopTrainer", "ReanalysingTrainer"]
+__all__ = ["LoopConfig", "LoopTrainer", "ReanalysingTrainer", "loop_check"]

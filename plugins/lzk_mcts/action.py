@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lzkernel import sample_from_weights
+
 
 def select_action(
     visit_counts: np.ndarray,
@@ -39,10 +41,5 @@ def select_action(
         # -1 on illegal actions keeps them below any legal count (counts are >= 0).
         actions = np.argmax(np.where(legal, counts, -1.0), axis=1)
     else:
-        cdf = np.cumsum(probs, axis=1)
-        u = rng.random((probs.shape[0], 1)) * cdf[:, -1:]
-        actions = (cdf <= u).sum(axis=1)
-        # Guard against landing past the last legal action through rounding: walk back to it.
-        last_legal = legal.shape[1] - 1 - np.argmax(legal[:, ::-1], axis=1)
-        actions = np.minimum(actions, last_legal)
+        actions = sample_from_weights(probs, legal, rng)
     return actions.astype(np.int64), probs.astype(np.float32)

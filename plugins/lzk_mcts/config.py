@@ -8,7 +8,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Hyper-parameters of one batched MuZero search (SPEC §2.3 names in brackets).
+    """Hyper-parameters of one batched search (SPEC §2.3 names in brackets).
 
     Policies build one from their own config sections; this is a plain dataclass, not a
     kernel config schema, because ``lzk_mcts`` registers no components.
@@ -21,9 +21,19 @@ class SearchConfig:
     dirichlet_alpha: float = 0.3  # α of the root Dirichlet noise [root_dirichlet_alpha]
     noise_fraction: float = 0.25  # f in p ← (1 − f)·p + f·η [root_noise_weight]
     value_delta_max: float = 0.01  # floor on the min-max span used by normalisation
+    #: "minmax": Q normalised by the tree's min-max statistics and clipped to [0, 1] (MuZero,
+    #: values of any scale); "none": the raw Q (AlphaZero, values in [−1, 1]).
+    value_normalization: str = "minmax"
+    #: What an unvisited child scores with: "parent_mean" (LightZero's MuZero mean Q of the
+    #: parent's visited children) or "zero" (AlphaZero).
+    unvisited_value: str = "parent_mean"
 
     def __post_init__(self) -> None:
         problems = []
+        if self.value_normalization not in ("minmax", "none"):
+            problems.append("value_normalization must be 'minmax' or 'none'")
+        if self.unvisited_value not in ("parent_mean", "zero"):
+            problems.append("unvisited_value must be 'parent_mean' or 'zero'")
         if self.num_simulations < 1:
             problems.append("num_simulations must be >= 1")
         if not 0.0 <= self.discount <= 1.0:

@@ -1,20 +1,14 @@
 """The search driver: prepares the roots, then runs S simulations of
-select (numba) → one batched model call → expand and back up (numba)."""
+select (numba) → one batched model step → expand and back up (numba)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 import numpy as np
 
 from . import tree as K
 from .config import SearchConfig, SearchResult
-
-#: recurrent_fn(batch_idx [B'] int64, parent_node [B'] int64, action [B'] int64, new_node: int)
-#:   -> (reward [B'] float32, value [B'] float32, logits [B', A] float32).
-#: The index arrays are views of the search's workspace, valid only during the call.
-RecurrentFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
-
+from .interface import StepFn, StepOutput
 
 _INIT_ERRORS = {
     K.INIT_NO_LEGAL: "every root needs at least one legal action",
@@ -23,8 +17,50 @@ _INIT_ERRORS = {
 }
 
 
+def _check_step(out: StepOutput, n: int, A: int) -> tuple[np.ndarray, ...]:
+    """The step's arrays as the kernels take them (contiguous, typed) and their HAS_* flags; a
+    clear error beats a broadcast bug in a compiled kernel."""
+    reward = np.ascontiguousarray(out.reward, dtype=np.float32)
+    value = np.ascontiguousarray(out.value, dtype=np.float32)
+    logits = np.ascontiguousarray(out.prior_logits, dtype=np.float32)
+    if reward.shape != (n,) or value.shape != (n,) or logits.shape != (n, A):
+        raise ValueError(f"the model step must return reward [{n}], value [{n}], prior_logits [{n}, {A}]; got "
+                         f"{reward.shape}, {value.shape}, {logits.shape}")
+    flags = 0
+    discount, legal, to_play = _NO_DISCOUNT, _no_legal(A), _NO_TO_PLAY
+    if out.discount is not None:
+        discount = np.ascontiguousarray(out.discount, dtype=np.float64)
+        if discount.shape != (n,) or not ((discount >= 0.0) & (discount <= 1.0)).all():
+            raise ValueError(f"the model step's discount must be [{n}] values in [0, 1]; got {out.discount!r}")
+        flags |= K.HAS_DISCOUNT
+    if out.legal is not None:
+        legal = np.ascontiguousarray(out.legal, dtype=np.bool_)
+        live = discount > 0.0 if out.discount is not None else np.ones(n, bool)
+        if legal.shape != (n, A) or not legal[live].any(axis=1).all():
+            raise ValueError(f"the model step's legal mask must be [{n}, {A}] with a legal action in every "
+                             f"non-terminal row")
+        flags |= K.HAS_LEGAL
+    if out.to_play is not None:
+        to_play = np.ascontiguousarray(out.to_play, dtype=np.int64)
+        if to_play.shape != (n,):
+            raise ValueError(f"the model step's to_play must be [{n}]; got {to_play.shape}")
+        flags |= K.HAS_TO_PLAY
+    return reward, value, logits, discount, legal, to_play, np.int64(flags)
+
+
+_NO_DISCOUNT = np.zeros(0, np.float64)
+_NO_TO_PLAY = np.zeros(0, np.int64)
+_NO_LEGAL: dict[int, np.ndarray] = {}
+
+
+def _no_legal(A: int) -> np.ndarray:
+    if A not in _NO_LEGAL:
+        _NO_LEGAL[A] = np.zeros((0, A), np.bool_)
+    return _NO_LEGAL[A]
+
+
 def search(
-    recurrent_fn: RecurrentFn,
+    step_fn: StepFn,
     root_logits: np.ndarray,
     legal: np.ndarray,
     to_play: np.ndarray,
@@ -37,17 +73,20 @@ def search(
     reuse_value: np.ndarray | None = None,
     keep_tree: bool = False,
 ) -> SearchResult:
-    """Run ``config.num_simulations`` MuZero simulations on B roots at once.
+    """Run ``config.num_simulations`` simulations on B roots at once.
 
     Args:
-        recurrent_fn: the model, called once per simulation with the B' <= B trees that need
-            inference (never with B' = 0); ``new_node`` = s + 1 at simulation s is the node the
-            outputs become, so an adapter can keep latents as ``store[new_node, b]``.
+        step_fn: the model, called once per simulation with the B' <= B trees that need a step
+            (never with B' = 0): ``step_fn(parent_slot [B'], action [B'], child_slot [B'])`` →
+            :class:`~lzk_mcts.interface.StepOutput`. Slots number the nodes of all trees
+            (``node·B + b``; the roots are slots 0 … B−1): the caller keeps each node's
+            embedding (a latent, a KV-cache row, a simulator state) at its slot, in a store of
+            :mod:`lzk_mcts.slots` or its own. Simulation s creates node s + 1.
         root_logits: [B, A] policy logits at the roots (prior = softmax over legal actions).
-        legal: [B, A] bool legal actions at the roots (below the root all A are legal).
+        legal: [B, A] bool legal actions at the roots.
         to_play: [B] int64, -1 for single-player roots, else the player to move (1 or 2);
             decided per row (LightZero decides for the whole batch from max(to_play)).
-        config: hyper-parameters.
+        config: hyper-parameters (value normalisation and the unvisited value included).
         rng: source of the Dirichlet noise and of the tie-breaking seeds (reproducible).
         add_noise: mix Dirichlet(α) noise over the legal actions into the root priors.
         deterministic: break score ties by the first action instead of at random.
@@ -71,7 +110,8 @@ def search(
     S = config.num_simulations
 
     t = K.Tree.allocate(B, S + 1, A)
-    t.params[:] = (config.discount, config.pb_c_base, config.pb_c_init, config.value_delta_max)
+    t.params[:] = (config.discount, config.pb_c_base, config.pb_c_init, config.value_delta_max,
+                   config.value_normalization == "minmax", config.unvisited_value == "zero")
     if true_action is None:
         true_action = np.full(B, -1, np.int64)
         t.reuse_value[:] = 0.0
@@ -81,8 +121,9 @@ def search(
     noise_fraction = config.noise_fraction if add_noise else 0.0
     # Dir(α) over the legal actions = Gamma(α, 1) draws renormalised over them (in init_roots).
     gamma = rng.standard_gamma(config.dirichlet_alpha, size=(B, A)) if noise_fraction > 0.0 else np.zeros((B, A))
-    code = K.init_roots(t.children, t.prior, t.root_legal, t.visit, t.value_sum, t.reward, t.to_play, t.minmax,
-                        t.true_action, root_logits, legal, gamma, noise_fraction, to_play, true_action)
+    code = K.init_roots(t.children, t.prior, t.legal, t.visit, t.value_sum, t.reward, t.discount, t.terminal,
+                        t.to_play, t.minmax, t.true_action, t.params, root_logits, legal, gamma, noise_fraction,
+                        to_play, true_action)
     if code != K.INIT_OK:
         raise ValueError(_INIT_ERRORS[code])
     # One splitmix64 stream per tree, seeded from rng (rng untouched when deterministic).
@@ -90,33 +131,29 @@ def search(
 
     # Workspace shared by all simulations: no per-simulation allocation in the driver.
     path = np.empty((B, S + 2), np.int32)  # a path holds at most S + 1 existing nodes + the new one
-    leaf = np.empty((4, B), np.int64)  # kind, inference slot, to_play at the leaf, path length
-    infer = np.empty((3, B), np.int64)  # batch index, parent node, action of the trees to infer
+    leaf = np.empty((4, B), np.int64)  # kind, step slot, (unused), path length
+    infer = np.empty((5, B), np.int64)  # batch index, parent node, action, parent slot, child slot
     max_depth = np.zeros(1, np.int64)
-    batch_idx, parent_node, action = infer[0], infer[1], infer[2]
-    no_outputs = np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros((0, A), np.float32)
+    action, parent_slot, child_slot = infer[2], infer[3], infer[4]
+    no_outputs = (np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros((0, A), np.float32), _NO_DISCOUNT,
+                  _no_legal(A), _NO_TO_PLAY, np.int64(0))
 
     model_s = 0.0
     inferences = 0
     # The arguments both kernels share, in their order (built once: cheaper calls in the loop).
-    state = (t.children, t.prior, t.root_legal, t.visit, t.value_sum, t.reward, t.to_play, t.minmax, t.params,
-             t.true_action, t.reuse_value, deterministic, rng_state, path, leaf, infer, max_depth)
-    n = K.select_leaves(*state)
+    state = (t.children, t.prior, t.legal, t.visit, t.value_sum, t.reward, t.discount, t.terminal, t.to_play,
+             t.minmax, t.params, t.true_action, t.reuse_value, deterministic, rng_state, path, leaf, infer, max_depth)
+    n = K.select_leaves(1, *state)
     for s in range(S):
         if n > 0:
             t0 = time.perf_counter()
-            reward, value, logits = recurrent_fn(batch_idx[:n], parent_node[:n], action[:n], s + 1)
+            out = step_fn(parent_slot[:n], action[:n], child_slot[:n])
             model_s += time.perf_counter() - t0
             inferences += n
-            reward = np.ascontiguousarray(reward, dtype=np.float32)
-            value = np.ascontiguousarray(value, dtype=np.float32)
-            logits = np.ascontiguousarray(logits, dtype=np.float32)
-            if reward.shape != (n,) or value.shape != (n,) or logits.shape != (n, A):
-                raise ValueError(f"recurrent_fn must return reward [{n}], value [{n}], logits [{n}, {A}]; got "
-                                 f"{reward.shape}, {value.shape}, {logits.shape}")
-        else:  # every tree re-visited its reused child: no inference this simulation
-            reward, value, logits = no_outputs
-        n = K.backup_and_select(s + 1, reward, value, logits, s + 1 < S, *state)
+            outputs = _check_step(out, n, A)
+        else:  # every tree re-visited a reused child or a terminal node: no step this simulation
+            outputs = no_outputs
+        n = K.backup_and_select(s + 1, *outputs, s + 1 < S, *state)
 
     visit_counts = np.empty((B, A), np.int32)
     root_value = np.empty(B, np.float32)

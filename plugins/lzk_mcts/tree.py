@@ -1,24 +1,36 @@
-"""Batched MuZero tree as arrays, and the numba kernels that select leaves and back up values.
+"""Batched search trees as arrays, and the numba kernels that select leaves and back up values.
 
 A batch of B trees with N = S + 1 node slots each. Node 0 is the root; simulation s (0-based)
-creates node s + 1 in every tree that runs inference in that simulation (with ReZero reuse a
-tree may skip a simulation's inference, leaving that slot unused). Every created node is
-expanded at creation: it gets the network's reward and a prior over its children, so
-"child index >= 0" ⇔ "child visited" (a node is created and backed up in the same simulation).
+creates node s + 1 in every tree that runs a model step in that simulation (with ReZero reuse or
+a terminal leaf a tree may skip a simulation's step, leaving that slot unused). Every created
+node is expanded at creation: it gets the step's reward, discount, legal mask, player to move
+and a prior over its legal children, so "child index >= 0" ⇔ "child visited" (a node is created
+and backed up in the same simulation).
+
+Conventions (the general search interface, mctx's model of it):
+
+* a node's value is from the view of **its** player to move (``to_play[b, n]``, -1 for
+  single-player trees); the reward of the edge into a node is for the player who moved (the
+  parent's). Q of parent p's action into child c is ``r_c + γ_c·σ·v_c``, σ = +1 when c's player
+  is p's, −1 otherwise (alternating two-player games: always −1);
+* ``discount[b, n]`` is γ of the edge into n; γ = 0 marks a **terminal** node: it is never
+  expanded, its value is 0, and a simulation that selects it backs up from it without a step;
+* ``legal[b, n]`` is n's legal mask (the root's from the caller; below it from the step, or all);
+* value normalisation is min-max (MuZero) or none (AlphaZero's raw Q in [−1, 1]); an unvisited
+  child scores with the parent's mean Q (LightZero's MuZero) or 0 (AlphaZero).
 
 Formulas follow SPEC §2.3 (LightZero ``cnode.cpp``) and §3.2 (``*_with_reuse``):
 
 * pUCT: ``prior_score = (log((N + c2 + 1)/c2) + c1)·√N/(1 + n_child)·prior`` with N the parent's
   visit count − 1 (= its children's visits, because of the +1 at expansion/preparation);
-* value score: the parent's ``mean_q`` for an unvisited child, else ``r + γ·v`` (``r − γ·v``
-  for two players), then min-max normalised and clipped to [0, 1];
+* value score: the unvisited value, else Q, then (min-max) normalised and clipped to [0, 1];
 * min-max normalisation: ``(v − min)/max(max − min, δ)`` when ``max − min > 0``, else ``v``;
 * ties: every action with score ≥ max − 1e-6 is a candidate; the first one when
   deterministic, else one drawn from a per-tree splitmix64 stream seeded by the driver.
 
 The kernels run over all B trees per call: ``select_leaves`` (descend to a leaf) and
 ``expand_and_backup`` (create the new nodes, back up); the driver calls them fused as
-``backup_and_select``, so a simulation costs one compiled call plus one model call.
+``backup_and_select``, so a simulation costs one compiled call plus one model step.
 """
 from __future__ import annotations
 
@@ -39,12 +51,17 @@ _jit_inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 TIE_EPS = 1e-6
 
 # Leaf kinds written by ``select_leaves`` and read by ``expand_and_backup``.
-LEAF_EXPAND = 0  # new node: expand with the network output, back up the network value
+LEAF_EXPAND = 0  # new node: expand with the step's output, back up its value
 LEAF_REUSE_EXPAND = 1  # first visit of the root's true-action child: expand, back up reuse_value
-LEAF_REUSE_VISITED = 2  # true-action child already expanded: no inference, back up reuse_value
+LEAF_REUSE_VISITED = 2  # true-action child already expanded: no step, back up reuse_value
+LEAF_TERMINAL = 3  # an expanded terminal node: no step, back up its value 0
 
-# Rows of ``Tree.params`` (float64 [4]), packed to keep the kernels' argument lists short.
-P_DISCOUNT, P_PB_C_BASE, P_PB_C_INIT, P_DELTA = 0, 1, 2, 3
+# Rows of ``Tree.params`` (float64 [6]), packed to keep the kernels' argument lists short.
+P_DISCOUNT, P_PB_C_BASE, P_PB_C_INIT, P_DELTA, P_MINMAX, P_UNVISITED_ZERO = 0, 1, 2, 3, 4, 5
+NUM_PARAMS = 6
+
+# What a step's output carries besides reward, value and logits (flags of ``expand_and_backup``).
+HAS_DISCOUNT, HAS_LEGAL, HAS_TO_PLAY = 1, 2, 4
 
 
 @dataclass
@@ -56,16 +73,18 @@ class Tree:
     """
 
     children: np.ndarray  # [B, N, A] int32: child node index, -1 = not expanded
-    prior: np.ndarray  # [B, N, A] float64: prior of each child (0 on illegal root actions)
-    root_legal: np.ndarray  # [B, A] bool: legal actions at the root (all legal below it)
+    prior: np.ndarray  # [B, N, A] float64: prior of each child (0 on illegal actions)
+    legal: np.ndarray  # [B, N, A] bool: legal actions at each node
     visit: np.ndarray  # [B, N] int32: visit_count (the root starts at 1)
-    value_sum: np.ndarray  # [B, N] float64
+    value_sum: np.ndarray  # [B, N] float64: Σ backed-up values, from the node's player's view
     reward: np.ndarray  # [B, N] float64: reward of the edge into the node (0 at the root)
-    to_play: np.ndarray  # [B, N] int64: player to move at the node; -1 = single player tree
+    discount: np.ndarray  # [B, N] float64: γ of the edge into the node (0: terminal)
+    terminal: np.ndarray  # [B, N] bool: the node ends the game (never expanded)
+    to_play: np.ndarray  # [B, N] int64: player to move at the node; -1 = single player
     minmax: np.ndarray  # [B, 2] float64: (min, max) of the tree's min-max stats
     true_action: np.ndarray  # [B] int64: ReZero true action at the root, -1 = no reuse
     reuse_value: np.ndarray  # [B] float64: v_{t+1} backed up through the true-action child
-    params: np.ndarray  # [4] float64: discount, pb_c_base, pb_c_init, value_delta_max
+    params: np.ndarray  # [NUM_PARAMS] float64: discount, pb_c_base, pb_c_init, δ, min-max?, unvisited 0?
 
     @classmethod
     def allocate(cls, batch: int, num_nodes: int, num_actions: int) -> "Tree":
@@ -73,15 +92,17 @@ class Tree:
         return cls(
             children=np.empty((b, n, a), np.int32),
             prior=np.empty((b, n, a), np.float64),
-            root_legal=np.empty((b, a), np.bool_),
+            legal=np.empty((b, n, a), np.bool_),
             visit=np.empty((b, n), np.int32),
             value_sum=np.empty((b, n), np.float64),
             reward=np.empty((b, n), np.float64),
+            discount=np.empty((b, n), np.float64),
+            terminal=np.empty((b, n), np.bool_),
             to_play=np.empty((b, n), np.int64),
             minmax=np.empty((b, 2), np.float64),
             true_action=np.empty(b, np.int64),
             reuse_value=np.empty(b, np.float64),
-            params=np.empty(4, np.float64),
+            params=np.empty(NUM_PARAMS, np.float64),
         )
 
     def parent_of(self, b: int, node: int) -> int:
@@ -118,9 +139,16 @@ def pb_c_factor(parent_n: float, pb_c_base: float, pb_c_init: float) -> float:
 
 
 @_jit_inline
-def _ucb(factor: float, prior: float, child_n: float, value: float, vmin: float, vmax: float, delta: float) -> float:
+def _value_score(value: float, vmin: float, vmax: float, delta: float, minmax: bool) -> float:
+    """The value part of a score: min-max normalised and clipped to [0, 1], or the raw value."""
+    return clip01(minmax_normalize(value, vmin, vmax, delta)) if minmax else value
+
+
+@_jit_inline
+def _ucb(factor: float, prior: float, child_n: float, value: float, vmin: float, vmax: float, delta: float,
+         minmax: bool) -> float:
     # factor/(1 + n)·prior evaluates exactly as the SPEC's left-to-right pb_c·prior.
-    return factor / (1.0 + child_n) * prior + clip01(minmax_normalize(value, vmin, vmax, delta))
+    return factor / (1.0 + child_n) * prior + _value_score(value, vmin, vmax, delta, minmax)
 
 
 @_jit
@@ -133,17 +161,23 @@ def prior_score(prior: float, parent_n: float, child_n: float, pb_c_base: float,
 def ucb_score(prior: float, parent_n: float, child_n: float, value: float, vmin: float, vmax: float,
               delta: float, pb_c_base: float, pb_c_init: float) -> float:
     """``prior_score + clip01(normalize(value))``; ``value`` is the child's Q (signed for two
-    players) when visited, else the parent's mean_q."""
-    return _ucb(pb_c_factor(parent_n, pb_c_base, pb_c_init), prior, child_n, value, vmin, vmax, delta)
+    players) when visited, else the parent's mean_q (min-max normalisation)."""
+    return _ucb(pb_c_factor(parent_n, pb_c_base, pb_c_init), prior, child_n, value, vmin, vmax, delta, True)
 
 
 @_jit_inline
+def _arm_score(reward: float, reuse_value: float, opponent: bool, discount: float, vmin: float, vmax: float,
+               delta: float, minmax: bool) -> float:
+    v = -reuse_value if opponent else reuse_value
+    return _value_score(reward + discount * v, vmin, vmax, delta, minmax)
+
+
+@_jit
 def arm_score(reward: float, reuse_value: float, two_player: bool, discount: float, vmin: float, vmax: float,
               delta: float) -> float:
     """ReZero score of a *visited* true-action child at the root: clip01(normalize(r + γ·v))
     with v = reuse_value (−reuse_value for two players); no exploration bonus."""
-    v = -reuse_value if two_player else reuse_value
-    return clip01(minmax_normalize(reward + discount * v, vmin, vmax, delta))
+    return _arm_score(reward, reuse_value, two_player, discount, vmin, vmax, delta, True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,18 +223,18 @@ def _node_value(visit: np.ndarray, value_sum: np.ndarray, b: int, n: int) -> flo
 
 
 @_jit_inline
-def _mean_q(children, visit, value_sum, reward, root_legal, b, node, parent_q, discount) -> float:
+def _mean_q(children, legal, visit, value_sum, reward, discount, b, node, parent_q) -> float:
     """LightZero ``compute_mean_q``: mean of r + γ·v over visited children (unsigned even for
-    two players); at the root the plain mean (0 when none is visited), elsewhere
+    two players, as LightZero); at the root the plain mean (0 when none is visited), elsewhere
     (parent_q + Σ Q)/(visited + 1) with parent_q the mean_q one level up on this descent."""
     total = 0.0
     count = 0
     for a in range(children.shape[2]):
-        if node == 0 and not root_legal[b, a]:
+        if not legal[b, node, a]:
             continue
         c = children[b, node, a]
         if c >= 0:  # created ⇔ visited (a node is expanded and backed up in one simulation)
-            total += reward[b, c] + discount * _node_value(visit, value_sum, b, c)
+            total += reward[b, c] + discount[b, c] * _node_value(visit, value_sum, b, c)
             count += 1
     if node == 0 and count > 0:
         return total / count
@@ -208,29 +242,32 @@ def _mean_q(children, visit, value_sum, reward, root_legal, b, node, parent_q, d
 
 
 @_jit_inline
-def _select_child(children, prior, root_legal, visit, value_sum, reward, to_play, minmax, params,
-                  true_action, reuse_value, deterministic, rng_state, scores, b, node, mean_q) -> int:
+def _select_child(children, prior, legal, visit, value_sum, reward, discount, to_play, minmax, params,
+                  true_action, reuse_value, deterministic, rng_state, scores, b, node, unvisited) -> int:
     """Scores every legal child of ``node`` into ``scores`` [A] and returns the chosen action:
-    the first of the tied best when deterministic, else a uniformly drawn one."""
-    discount, c2, c1, delta = params[P_DISCOUNT], params[P_PB_C_BASE], params[P_PB_C_INIT], params[P_DELTA]
+    the first of the tied best when deterministic, else a uniformly drawn one. ``unvisited`` is
+    the value an unvisited child scores with."""
+    c2, c1, delta = params[P_PB_C_BASE], params[P_PB_C_INIT], params[P_DELTA]
+    use_minmax = params[P_MINMAX] != 0.0
     vmin, vmax = minmax[b, 0], minmax[b, 1]
-    two_player = to_play[b, 0] != -1
+    me = to_play[b, node]
     factor = pb_c_factor(float(visit[b, node] - 1), c2, c1)
     num_actions = children.shape[2]
     best = -np.inf
     for a in range(num_actions):
-        if node == 0 and not root_legal[b, a]:
-            scores[a] = -np.inf  # never a candidate: the root has at least one legal action
+        if not legal[b, node, a]:
+            scores[a] = -np.inf  # never a candidate: a non-terminal node has a legal action
             continue
         c = children[b, node, a]
         if c < 0:
-            s = _ucb(factor, prior[b, node, a], 0.0, mean_q, vmin, vmax, delta)
+            s = _ucb(factor, prior[b, node, a], 0.0, unvisited, vmin, vmax, delta, use_minmax)
         elif node == 0 and a == true_action[b]:
-            s = arm_score(reward[b, c], reuse_value[b], two_player, discount, vmin, vmax, delta)
+            s = _arm_score(reward[b, c], reuse_value[b], to_play[b, c] != me, discount[b, c], vmin, vmax, delta,
+                           use_minmax)
         else:
             v = _node_value(visit, value_sum, b, c)
-            q = reward[b, c] + discount * (-v if two_player else v)
-            s = _ucb(factor, prior[b, node, a], float(visit[b, c]), q, vmin, vmax, delta)
+            q = reward[b, c] + discount[b, c] * (-v if to_play[b, c] != me else v)
+            s = _ucb(factor, prior[b, node, a], float(visit[b, c]), q, vmin, vmax, delta, use_minmax)
         scores[a] = s
         if s > best:
             best = s
@@ -251,25 +288,26 @@ def _select_child(children, prior, root_legal, visit, value_sum, reward, to_play
 
 
 @_jit_inline
-def _backup(visit, value_sum, reward, to_play, minmax, discount, path, b, plen, value, leaf_to_play) -> None:
+def _backup(visit, value_sum, reward, discount, to_play, minmax, path, b, plen, value, leaf_to_play) -> None:
     """LightZero ``cbackpropagate`` from the leaf path[b, plen − 1] up to the root (included),
-    widening the tree's min-max stats at every node. Two players: values are signed by
-    whether the node's player is the leaf's player."""
+    widening the tree's min-max stats at every node. ``boot`` is the return from the leaf's
+    player's view: a node adds it signed by whether its player is the leaf's, and the edge into
+    a node adds its reward signed by whether the mover (the parent's player) is the leaf's,
+    discounted by the edge's γ. The min-max statistic of a node is its Q from its parent's view
+    (for the root, LightZero's: as if its parent were the other player)."""
     two_player = to_play[b, 0] != -1
     boot = value
     for i in range(plen - 1, -1, -1):
         n = path[b, i]
         r = reward[b, n]
+        g = discount[b, n]
         visit[b, n] += 1
-        if two_player:
-            same = to_play[b, n] == leaf_to_play
-            value_sum[b, n] += boot if same else -boot
-            q = r + discount * -(value_sum[b, n] / visit[b, n])
-            boot = (-r if same else r) + discount * boot
-        else:
-            value_sum[b, n] += boot
-            q = r + discount * (value_sum[b, n] / visit[b, n])
-            boot = r + discount * boot
+        mover = to_play[b, path[b, i - 1]] if i > 0 else (3 - to_play[b, 0] if two_player else -1)
+        same = to_play[b, n] == leaf_to_play
+        value_sum[b, n] += boot if same else -boot
+        v = value_sum[b, n] / visit[b, n]
+        q = r + g * (-v if to_play[b, n] != mover else v)
+        boot = (r if mover == leaf_to_play else -r) + g * boot
         if q < minmax[b, 0]:
             minmax[b, 0] = q
         if q > minmax[b, 1]:
@@ -285,8 +323,9 @@ INIT_OK, INIT_NO_LEGAL, INIT_BAD_TO_PLAY, INIT_BAD_TRUE_ACTION = 0, 1, 2, 3
 
 
 @_jit
-def init_roots(children, prior, root_legal, visit, value_sum, reward, to_play, minmax, true_action,
-               logits, legal, gamma, noise_fraction, root_to_play, root_true_action) -> int:
+def init_roots(children, prior, legal, visit, value_sum, reward, discount, terminal, to_play, minmax,
+               true_action, params, logits, root_legal, gamma, noise_fraction, root_to_play,
+               root_true_action) -> int:
     """Reset the trees and prepare the roots (LightZero ``prepare``); returns an INIT_* code.
 
     prior = softmax of ``logits`` [B, A] over the legal actions; when ``noise_fraction`` > 0,
@@ -299,8 +338,8 @@ def init_roots(children, prior, root_legal, visit, value_sum, reward, to_play, m
         num_legal = 0
         gamma_sum = 0.0
         for a in range(A):
-            root_legal[b, a] = legal[b, a]
-            if legal[b, a]:
+            legal[b, 0, a] = root_legal[b, a]
+            if root_legal[b, a]:
                 num_legal += 1
                 gamma_sum += gamma[b, a]
         if num_legal == 0:
@@ -309,18 +348,20 @@ def init_roots(children, prior, root_legal, visit, value_sum, reward, to_play, m
         if tp != -1 and tp != 1 and tp != 2:
             return INIT_BAD_TO_PLAY
         ta = root_true_action[b]
-        if ta >= A or (ta >= 0 and not legal[b, ta]):
+        if ta >= A or (ta >= 0 and not root_legal[b, ta]):
             return INIT_BAD_TRUE_ACTION
         true_action[b] = ta if ta >= 0 else -1
         children[b, :, :] = -1
         visit[b, :] = 0
         value_sum[b, :] = 0.0
         reward[b, :] = 0.0
+        discount[b, 0] = params[P_DISCOUNT]
+        terminal[b, :] = False
         to_play[b, :] = -1
-        _softmax_into(logits[b], legal[b], True, prior[b, 0])
+        _softmax_into(logits[b], root_legal[b], True, prior[b, 0])
         if noise_fraction > 0.0:
             for a in range(A):
-                if legal[b, a]:
+                if root_legal[b, a]:
                     eta = gamma[b, a] / gamma_sum if gamma_sum > 0.0 else 1.0 / num_legal
                     prior[b, 0, a] = (1.0 - noise_fraction) * prior[b, 0, a] + noise_fraction * eta
         visit[b, 0] = 1
@@ -331,37 +372,41 @@ def init_roots(children, prior, root_legal, visit, value_sum, reward, to_play, m
 
 
 @_jit
-def select_leaves(children, prior, root_legal, visit, value_sum, reward, to_play, minmax, params,
-                  true_action, reuse_value, deterministic, rng_state, path, leaf, infer, max_depth) -> int:
-    """Descend every tree from its root to a leaf; returns B', the number of trees that need
-    inference, whose (batch index, parent node, action) go to ``infer[:, :B']``.
+def select_leaves(next_node, children, prior, legal, visit, value_sum, reward, discount, terminal, to_play, minmax,
+                  params, true_action, reuse_value, deterministic, rng_state, path, leaf, infer, max_depth) -> int:
+    """Descend every tree from its root to a leaf; returns B', the number of trees that need a
+    model step, whose (batch index, parent node, action, parent slot, child slot) go to
+    ``infer[:, :B']`` (slot of node n in tree b: n·B + b; the child is ``next_node``).
 
     Per tree b: ``path[b, :leaf[3, b]]`` = existing nodes on the descent, root first;
-    ``leaf[:3, b]`` = (LEAF_* kind, inference slot, virtual to_play at the leaf).
+    ``leaf[:2, b]`` = (LEAF_* kind, step slot).
     """
     B, N, A = children.shape
     scores = np.empty(A, np.float64)
+    unvisited_zero = params[P_UNVISITED_ZERO] != 0.0
     n_infer = 0
     for b in range(B):
         node = 0
         plen = 1
         path[b, 0] = 0
-        vtp = to_play[b, 0]  # LightZero's "virtual to_play", flipped at every ply for two players
         parent_q = 0.0
         ta = true_action[b]
         while True:
-            mean_q = _mean_q(children, visit, value_sum, reward, root_legal, b, node, parent_q, params[P_DISCOUNT])
-            parent_q = mean_q
-            a = _select_child(children, prior, root_legal, visit, value_sum, reward, to_play, minmax, params,
-                              true_action, reuse_value, deterministic, rng_state, scores, b, node, mean_q)
-            if vtp != -1:
-                vtp = 2 if vtp == 1 else 1
+            if unvisited_zero:
+                unvisited = 0.0
+            else:
+                unvisited = _mean_q(children, legal, visit, value_sum, reward, discount, b, node, parent_q)
+                parent_q = unvisited
+            a = _select_child(children, prior, legal, visit, value_sum, reward, discount, to_play, minmax, params,
+                              true_action, reuse_value, deterministic, rng_state, scores, b, node, unvisited)
             reused = node == 0 and a == ta
             child = children[b, node, a]
-            if child < 0:  # unexpanded: the new node comes from this simulation's inference
+            if child < 0:  # unexpanded: the new node comes from this simulation's model step
                 infer[0, n_infer] = b
                 infer[1, n_infer] = node
                 infer[2, n_infer] = a
+                infer[3, n_infer] = node * B + b
+                infer[4, n_infer] = next_node * B + b
                 leaf[0, b] = LEAF_REUSE_EXPAND if reused else LEAF_EXPAND
                 leaf[1, b] = n_infer
                 n_infer += 1
@@ -375,47 +420,81 @@ def select_leaves(children, prior, root_legal, visit, value_sum, reward, to_play
                 leaf[1, b] = -1
                 max_depth[0] = max(max_depth[0], 1)
                 break
-        leaf[2, b] = vtp
+            if terminal[b, child]:  # the game is over here: back up its value 0, no step
+                leaf[0, b] = LEAF_TERMINAL
+                leaf[1, b] = -1
+                max_depth[0] = max(max_depth[0], plen - 1)
+                break
         leaf[3, b] = plen
     return n_infer
 
 
 @_jit
-def expand_and_backup(new_node, rewards, values, logits, children, prior, root_legal, visit, value_sum, reward,
-                      to_play, minmax, params, reuse_value, path, leaf, infer) -> None:
-    """Create node ``new_node`` under each leaf that got inference (``rewards``/``values`` [B'],
-    ``logits`` [B', A] in ``infer`` order; prior = softmax over all A actions) and back up every
-    tree: the network value, or ``reuse_value`` for ReZero true-action leaves."""
+def expand_and_backup(new_node, rewards, values, logits, discounts, legals, to_plays, flags, children, prior,
+                      legal, visit, value_sum, reward, discount, terminal, to_play, minmax, params, reuse_value,
+                      path, leaf, infer) -> None:
+    """Create node ``new_node`` under each leaf that got a model step (outputs in ``infer``
+    order: ``rewards``/``values`` [B'], ``logits`` [B', A], and where ``flags`` has HAS_*:
+    ``discounts`` [B'], ``legals`` [B', A], ``to_plays`` [B']) and back up every tree: the step's
+    value (0 at a terminal), ``reuse_value`` for ReZero true-action leaves, 0 at terminal leaves.
+
+    Defaults without the flags: γ = params discount (never terminal), every action legal, and
+    the player alternates in two-player trees (stays -1 in single-player ones)."""
     B = children.shape[0]
+    has_discount = (flags & HAS_DISCOUNT) != 0
+    has_legal = (flags & HAS_LEGAL) != 0
+    has_to_play = (flags & HAS_TO_PLAY) != 0
     for b in range(B):
         kind = leaf[0, b]
         plen = leaf[3, b]
         if kind == LEAF_REUSE_VISITED:
             value = reuse_value[b]
+        elif kind == LEAF_TERMINAL:
+            value = 0.0
         else:
             j = leaf[1, b]
-            children[b, infer[1, j], infer[2, j]] = new_node
+            parent = infer[1, j]
+            children[b, parent, infer[2, j]] = new_node
             reward[b, new_node] = rewards[j]
-            to_play[b, new_node] = leaf[2, b]
-            _softmax_into(logits[j], root_legal[b], False, prior[b, new_node])
+            g = discounts[j] if has_discount else params[P_DISCOUNT]
+            discount[b, new_node] = g
+            is_terminal = has_discount and g == 0.0
+            terminal[b, new_node] = is_terminal
+            if has_to_play:
+                to_play[b, new_node] = to_plays[j]
+            else:
+                p = to_play[b, parent]
+                to_play[b, new_node] = -1 if p == -1 else 3 - p
+            for a in range(legal.shape[2]):
+                legal[b, new_node, a] = legals[j, a] if has_legal else True
+            if is_terminal:
+                prior[b, new_node, :] = 0.0
+            else:
+                _softmax_into(logits[j], legal[b, new_node], has_legal, prior[b, new_node])
             path[b, plen] = new_node
             plen += 1
-            value = float(values[j]) if kind == LEAF_EXPAND else reuse_value[b]
-        _backup(visit, value_sum, reward, to_play, minmax, params[P_DISCOUNT], path, b, plen, value, leaf[2, b])
+            if is_terminal:
+                value = 0.0
+            else:
+                value = float(values[j]) if kind == LEAF_EXPAND else reuse_value[b]
+        leaf_node = path[b, plen - 1]
+        _backup(visit, value_sum, reward, discount, to_play, minmax, path, b, plen, value, to_play[b, leaf_node])
 
 
 @_jit
-def backup_and_select(new_node, rewards, values, logits, select_next, children, prior, root_legal, visit,
-                      value_sum, reward, to_play, minmax, params, true_action, reuse_value, deterministic,
-                      rng_state, path, leaf, infer, max_depth) -> int:
+def backup_and_select(new_node, rewards, values, logits, discounts, legals, to_plays, flags, select_next, children,
+                      prior, legal, visit, value_sum, reward, discount, terminal, to_play, minmax, params,
+                      true_action, reuse_value, deterministic, rng_state, path, leaf, infer, max_depth) -> int:
     """``expand_and_backup`` for this simulation then, if ``select_next``, ``select_leaves`` for
     the next one: one compiled call per simulation keeps the driver's overhead at a few µs."""
-    expand_and_backup(new_node, rewards, values, logits, children, prior, root_legal, visit, value_sum, reward,
-                      to_play, minmax, params, reuse_value, path, leaf, infer)
+    expand_and_backup(new_node, rewards, values, logits, discounts, legals, to_plays, flags, children, prior, legal,
+                      visit, value_sum, reward, discount, terminal, to_play, minmax, params, reuse_value, path, leaf,
+                      infer)
     if not select_next:
         return 0
-    return select_leaves(children, prior, root_legal, visit, value_sum, reward, to_play, minmax, params,
-                         true_action, reuse_value, deterministic, rng_state, path, leaf, infer, max_depth)
+    return select_leaves(new_node + 1, children, prior, legal, visit, value_sum, reward, discount, terminal, to_play,
+                         minmax, params, true_action, reuse_value, deterministic, rng_state, path, leaf, infer,
+                         max_depth)
 
 
 @_jit

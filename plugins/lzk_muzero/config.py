@@ -13,31 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lzk_common.options import SearchPolicyOptions
 from lzkernel import option
-
-
-@dataclass
-class VisitTemperatureOptions:
-    """The collection visit-count temperature of the MuZero-family policies (SPEC §1.4)."""
-
-    manual_temperature_decay: bool = option(
-        False, doc="Visit temperature 1.0 → 0.5 → 0.25 at 0.5 and 0.75 of the threshold.")
-    fixed_temperature_value: float = option(0.25, doc="Visit temperature when not decaying.",
-                                            min=0.0, min_exclusive=True)
-    threshold_training_steps_for_final_temperature: float = option(
-        1e5, doc="Learner steps at which the manual decay reaches 0.25.", min=1.0)
-
-    def temperature(self, train_iter: int) -> float:
-        """LightZero's temperature after ``train_iter`` learner steps: the fixed value, or with
-        manual decay 1.0 before 0.5·threshold steps, 0.5 before 0.75·threshold, then 0.25."""
-        if not self.manual_temperature_decay:
-            return float(self.fixed_temperature_value)
-        threshold = self.threshold_training_steps_for_final_temperature
-        if train_iter < 0.5 * threshold:
-            return 1.0
-        if train_iter < 0.75 * threshold:
-            return 0.5
-        return 0.25
 
 
 @dataclass
@@ -88,29 +65,16 @@ class MuZeroModelConfig:
 
 
 @dataclass
-class MuZeroPolicyConfig(VisitTemperatureOptions):
-    """MuZero policy: model, search constants, learner, exploration schedules."""
+class MuZeroPolicyConfig(SearchPolicyOptions):
+    """MuZero policy: model, search constants, learner, exploration schedules (the visit
+    temperature, search constants and learning geometry come from
+    :class:`~lzk_common.options.SearchPolicyOptions`)."""
 
     model: MuZeroModelConfig = option(default_factory=MuZeroModelConfig, doc="The network.")
-    frame_stack: int = option(1, doc="Observations stacked along the first axis (model input).", min=1)
     # --- search -------------------------------------------------------------------------------
-    num_simulations: int = option(25, doc="MCTS simulations per move (collect, reanalyse).", min=1)
-    eval_num_simulations: int | None = option(
-        None, doc="Simulations per move in eval mode (default: num_simulations).", min=1)
-    discount: float = option(0.997, doc="Discount γ used in search backups.", min=0.0, max=1.0)
-    pb_c_base: float = option(19652.0, doc="pUCT c2.", min=0.0, min_exclusive=True)
-    pb_c_init: float = option(1.25, doc="pUCT c1.", min=0.0)
-    dirichlet_alpha: float = option(0.3, doc="Root Dirichlet noise α.", min=0.0, min_exclusive=True)
-    noise_fraction: float = option(0.25, doc="Root prior mixing weight of the noise.", min=0.0, max=1.0)
-    value_delta_max: float = option(0.01, doc="Floor on the min-max span in value normalisation.", min=0.0)
     collect_with_pure_policy: bool = option(
         False, doc="Collect without search: sample from the softmax of the legal policy logits "
         "(visit distributions are zeros, root value = predicted value). ReZero option.")
-    reanalyze_noise: bool = option(True, doc="Add root Dirichlet noise in reanalyse searches.")
-    search_threads: int = option(
-        1, doc="torch intra-op threads while acting and searching (restored afterwards); 0 leaves "
-        "the process setting. Search batches are small matmuls: one thread is fastest, and a "
-        "second thread on shared cores can make a search several times slower.", min=0)
     search_backend: str = option(
         "numba", doc="Network backend of acting and reanalysis searches: 'numba' runs the root "
         "prediction and each simulation's recurrent step as one compiled call each (the residual "
@@ -120,10 +84,7 @@ class MuZeroPolicyConfig(VisitTemperatureOptions):
     search_chunk: int = option(4096, doc="Largest number of roots searched at once by "
                                "reanalyze_fn (bounds the latent store's memory).", min=1)
     mini_infer_size: int = option(10240, doc="Chunk size of value_fn's target-network inference.", min=1)
-    # --- targets / learner --------------------------------------------------------------------
-    unroll_steps: int = option(5, doc="K: recurrent steps unrolled in the loss.", min=1)
-    td_steps: int = option(5, doc="n of the n-step value targets (used by the buffer).", min=1)
-    batch_size: int = option(256, doc="Learner batch size.", min=1)
+    # --- learner ------------------------------------------------------------------------------
     optimizer: str = option("adam", doc="'adam' (L2 weight decay on all parameters), 'adamw' "
                             "(decoupled decay on Linear/Conv weights only) or 'sgd' (momentum 0.9).",
                             choices=("adam", "adamw", "sgd"))
@@ -158,10 +119,9 @@ class MuZeroPolicyConfig(VisitTemperatureOptions):
         # a MuZeroPolicyConfig built in code (not from YAML) checkable in one call.
         return [(f"model.{f}", m) for f, m in self.model.validate()]
 
-    @property
-    def eval_simulations(self) -> int:
-        """Simulations per eval move."""
-        return self.eval_num_simulations if self.eval_num_simulations is not None else self.num_simulations
+    def exploration(self, train_iter: int, env_steps: int) -> tuple[float, float]:
+        """(visit temperature at ``train_iter``, ε of eps-greedy collection at ``env_steps``)."""
+        return self.temperature(train_iter), self.epsilon(env_steps)
 
     def epsilon(self, env_steps: int) -> float:
         """ε of eps-greedy collection at ``env_steps`` (0.0 when ``eps_greedy`` is off)."""

@@ -1,5 +1,5 @@
-"""Fast inference for search: a BN-folded eval snapshot of a model, a latent store, and the
-``recurrent_fn`` callback that ``lzk_mcts.search`` calls once per simulation.
+"""Fast inference for search: a BN-folded eval snapshot of a model, its latents at the search's
+slots, and the model step that ``lzk_mcts.search`` calls once per simulation.
 
 Two backends (``policy.search_backend``): ``torch``, the reference for any model and device, and
 ``numba`` (:mod:`lzk_muzero.numba_mlp`) for the residual MLP on CPU, where the root prediction
@@ -13,9 +13,9 @@ version counter moves), which removes a third of the ops. For the standard CartP
 dynamics and prediction networks are further fused into 6 matmuls (:class:`FusedMLPRecurrent`),
 because at search batch sizes (B ≈ 8..64) the cost is per-op overhead, not FLOPs.
 
-The tree calls ``recurrent_fn(batch_idx [B'], parent_node [B'], action [B'], new_node)``; node s+1
-of every tree is created by simulation s, so latents live in ``store[node, b]`` ([S+1, B, *L]) and
-the parents are gathered with one ``index_select`` on the flattened store.
+The tree calls ``step(parent_slot [B'], action [B'], child_slot [B'])``; a node's latent lives at
+its slot (``node·B + b``) of a :class:`~lzk_common.slots.TensorSlots` store ([(S+1)·B, *L]), so the
+parents are gathered with one ``index_select`` and the children written with one ``index_copy_``.
 """
 from __future__ import annotations
 
@@ -28,12 +28,14 @@ import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
+from lzk_common.slots import TensorSlots
+from lzk_mcts import StepOutput
 from lzk_muzero.blocks import MuZeroNet
 from lzk_muzero.model_mlp import MuZeroMLP
 from lzk_muzero.numba_mlp import NumbaMLP, folded_residual_mlp
-from lzk_muzero.support import DiscreteSupport, inverse_scalar_transform_np
+from lzk_common.support import DiscreteSupport, inverse_scalar_transform_np
 
-RecurrentFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], StepOutput]
 
 
 def fold_batchnorm(model: MuZeroNet) -> MuZeroNet:
@@ -139,7 +141,7 @@ class SearchNetwork:
     """Eval snapshot of a model for acting, reanalysis and value targets.
 
     Built from the live model at one weight version; the owner rebuilds it when the weights change.
-    Accumulates ``forward_seconds`` (time inside ``recurrent_fn``) and ``forward_calls`` for the
+    Accumulates ``forward_seconds`` (time inside ``step``) and ``forward_calls`` for the
     search metrics. ``backend``: ``"torch"`` or ``"numba"`` (used where
     :func:`~lzk_muzero.numba_mlp.folded_residual_mlp` holds and the model is on the CPU; the
     ``compiled`` attribute is then set, else None).
@@ -169,9 +171,7 @@ class SearchNetwork:
         self.fused = FusedMLPRecurrent(self.net) if fusable else None
         self.fuse_max_batch = fuse_max_batch
         self.latent_shape = tuple(self.net.latent_shape)
-        self._buffer = torch.empty(0, device=self.device)  # grows, never shrinks: no per-search alloc
-        self._store = self._store_flat = self._buffer
-        self._batch = 0
+        self.latents = TensorSlots(self.latent_shape, self.device)  # grows, never shrinks: no per-search alloc
         self.forward_seconds = 0.0
         self.forward_calls = 0
 
@@ -192,44 +192,36 @@ class SearchNetwork:
         return np.concatenate(out) if out else np.zeros(0, np.float32)
 
     # --------------------------------------------------------------------------------------------
-    def begin(self, root_latent: torch.Tensor, num_simulations: int) -> RecurrentFn:
-        """Put the roots' latents [B, *L] at node 0 of a store for ``num_simulations`` and return
-        the callback for ``lzk_mcts.search`` (valid until the next ``begin``)."""
+    def begin(self, root_latent: torch.Tensor, num_simulations: int) -> StepFn:
+        """Put the roots' latents [B, *L] at slots 0 … B−1 of a store for ``num_simulations``
+        and return the step for ``lzk_mcts.search`` (valid until the next ``begin``)."""
         if self.compiled is not None:
             self.compiled.begin(_numpy_f32(root_latent), num_simulations)
-            return self.recurrent_fn
+            return self.step
         b = int(root_latent.shape[0])
-        nodes = num_simulations + 1
-        numel = nodes * b * int(np.prod(self.latent_shape))
-        if self._buffer.numel() < numel:
-            self._buffer = torch.empty(numel, device=self.device)
-        self._store = self._buffer[:numel].view(nodes, b, *self.latent_shape)
-        self._store_flat = self._store.view(nodes * b, *self.latent_shape)
-        self._batch = b
+        self.latents.reserve(num_simulations + 1, b)
         with torch.inference_mode():
-            self._store[0].copy_(root_latent)
-        return self.recurrent_fn
+            self.latents.tensor[:b].copy_(root_latent)
+        return self.step
 
-    def recurrent_fn(
-        self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray, new_node: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One batched dynamics + prediction step for the trees ``batch_idx`` [B'].
+    def step(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
+        """One batched dynamics + prediction step for B' = len(parent_slot) trees.
 
-        Expands ``action`` [B'] from ``store[parent_node, batch_idx]`` and writes the new latents
-        to ``store[new_node, batch_idx]``. Returns (reward [B'], value [B'], logits [B', A]),
-        float32 numpy, rewards and values decoded to scalars.
+        Expands ``action`` [B'] from the latents at ``parent_slot`` and writes the new latents at
+        ``child_slot``. Returns rewards and values decoded to scalars and the policy logits,
+        float32 numpy.
         """
         t0 = time.perf_counter()
         if self.compiled is not None:
-            out = self.compiled(batch_idx, parent_node, action, new_node)
+            out = self.compiled(parent_slot, action, child_slot)
         elif torch.is_inference_mode_enabled():
-            out = self._step(batch_idx, parent_node, action, new_node)
+            out = self._step(parent_slot, action, child_slot)
         else:
             with torch.inference_mode():
-                out = self._step(batch_idx, parent_node, action, new_node)
+                out = self._step(parent_slot, action, child_slot)
         self.forward_seconds += time.perf_counter() - t0
         self.forward_calls += 1
-        return out
+        return StepOutput(*out)
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         """An int64 index tensor on the device; zero-copy for the search's int64 arrays."""
@@ -238,15 +230,11 @@ class SearchNetwork:
         t = torch.from_numpy(x)
         return t if self.device.type == "cpu" else t.to(self.device)
 
-    def _step(
-        self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray, new_node: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows = self._tensor(batch_idx)
-        flat = parent_node * self._batch
-        flat += batch_idx  # in place: one temporary instead of two
-        s = self._store_flat.index_select(0, self._tensor(flat))
+    def _step(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s = self.latents.take(self._tensor(parent_slot))
         a = self._tensor(action)
-        if self.fused is not None and rows.shape[0] <= self.fuse_max_batch:
+        if self.fused is not None and s.shape[0] <= self.fuse_max_batch:
             nxt, rv, logits = self.fused(s, a)  # rv [2, B', N]: reward, value logits
         else:
             nxt, r_logits, v_logits, logits = self.net.recurrent_inference(s, a)
@@ -256,6 +244,6 @@ class SearchNetwork:
         else:
             reward = _decode_np(rv[0], self.reward_support.values)
             value = _decode_np(rv[1], self.value_support.values)
-        self._store[new_node].index_copy_(0, rows, nxt)
+        self.latents.put(self._tensor(child_slot), nxt)
         # Rows of a fresh [2, B'] array are contiguous; the numpy arrays keep their tensors alive.
         return reward, value, np.ascontiguousarray(_numpy_f32(logits))

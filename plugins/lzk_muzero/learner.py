@@ -17,72 +17,18 @@ One step, in order:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from lzk_common.learner import AverageGradients, LearnerBase, finite_priorities, fused_option, piecewise_lr_factor
 from lzk_muzero.blocks import MuZeroNet
 from lzk_muzero.config import MuZeroPolicyConfig
-from lzk_muzero.loss import LossWeights, TensorBatch, muzero_loss
-from lzk_muzero.support import DiscreteSupport
-
-AverageGradients = Callable[[Iterable[nn.Parameter]], None]
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss or the gradient norm was NaN/Inf (``on_nonfinite: raise``)."""
-
-
-# -- non-finite steps, handled alike by every learner of the MuZero family ---------------------
-
-
-def step_is_finite(loss: float, grad_norm: float, multi_rank: bool) -> bool:
-    """Whether to apply the step. With several ranks decide on the averaged gradient's norm alone,
-    which every rank shares, so that all ranks skip (or raise) together; a local NaN loss poisons
-    that norm anyway."""
-    return bool(np.isfinite(grad_norm) and (multi_rank or np.isfinite(loss)))
-
-
-def nonfinite_error(loss: float, grad_norm: float, steps: int) -> NonFiniteLossError:
-    return NonFiniteLossError(f"non-finite loss {loss} or gradient norm {grad_norm} at learner step {steps} "
-                              f"(set on_nonfinite: skip to drop such batches)")
-
-
-def discard_step(optimizer: torch.optim.Optimizer, buffers: Iterable[torch.Tensor],
-                 saved: Iterable[torch.Tensor] | None) -> None:
-    """``on_nonfinite: skip``: drop the gradients and restore the buffers (BN running statistics,
-    moved by the train-mode forward) from the copies ``saved`` before it, so a bad batch leaves
-    no trace."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        for b, old in zip(buffers, saved or []):
-            b.copy_(old)
-
-
-def finite_priorities(priorities: np.ndarray) -> np.ndarray:
-    """Never hand NaN priorities to the buffer: the non-finite entries of a skipped batch become
-    its largest finite priority (1 if none), so such samples stay likely. In place."""
-    bad = ~np.isfinite(priorities)
-    priorities[bad] = priorities[~bad].max() if (~bad).any() else 1.0
-    return priorities
-
-
-def piecewise_lr_factor(step: int, threshold: float) -> float:
-    """LightZero's piecewise schedule: 1 until 0.5·T steps, 0.1 until T, 0.01 after."""
-    if step < 0.5 * threshold:
-        return 1.0
-    if step < threshold:
-        return 0.1
-    return 0.01
-
-
-def fused_option(model: nn.Module) -> dict[str, bool]:
-    """``{"fused": True}`` where torch has fused optimizer kernels for the model's device (CPU,
-    CUDA), else no option."""
-    return {"fused": True} if next(model.parameters()).device.type in ("cpu", "cuda") else {}
-
+from lzk_common.losses import TensorBatch
+from lzk_muzero.loss import MuZeroLossWeights, muzero_loss
+from lzk_common.support import DiscreteSupport
 
 def build_optimizer(model: nn.Module, cfg: MuZeroPolicyConfig) -> torch.optim.Optimizer:
     """Adam (L2 decay on every parameter), AdamW (decoupled decay on Linear/Conv weights only;
@@ -104,7 +50,7 @@ def build_optimizer(model: nn.Module, cfg: MuZeroPolicyConfig) -> torch.optim.Op
     return torch.optim.AdamW(groups, lr=cfg.lr, **fused)
 
 
-class Learner:
+class Learner(LearnerBase):
     """Owns the optimizer and the target-network schedule of one model pair.
 
     ``model`` and ``target_model`` are modified in place. ``steps`` counts completed learner
@@ -121,16 +67,14 @@ class Learner:
         *,
         average_gradients: AverageGradients | None = None,
     ) -> None:
+        super().__init__(build_optimizer(model, cfg), cfg.on_nonfinite, average_gradients)
         self.model, self.target_model, self.cfg = model, target_model, cfg
         self.value_support, self.reward_support = value_support, reward_support
-        self.average_gradients = average_gradients
-        self.weights = LossWeights(
+        self.weights = MuZeroLossWeights(
             value=cfg.value_loss_weight, reward=cfg.reward_loss_weight, policy=cfg.policy_loss_weight,
             ssl=cfg.ssl_loss_weight, entropy=cfg.entropy_loss_weight,
         )
         self.autocast_dtype = torch.bfloat16 if cfg.learn_dtype == "bfloat16" else None
-        self.optimizer = build_optimizer(model, cfg)
-        self.steps = 0
 
     def lr_at(self, step: int) -> float:
         """Learning rate of the step that follows ``step`` completed steps."""
@@ -139,31 +83,26 @@ class Learner:
         return self.cfg.lr * piecewise_lr_factor(step, self.cfg.lr_piecewise_threshold)
 
     def step(self, batch: Any) -> tuple[dict[str, float], np.ndarray, bool]:
-        """One update on ``batch`` (numpy fields as in ``lzk_replay.Batch``).
+        """One update on ``batch`` (numpy fields as in :class:`lzkernel.Batch`).
 
         Returns (metrics ``train/*``, priorities [B] float32 = |v_root − target_value[:, 0]| + 1e-6,
         whether the target network was assigned by this step). A non-finite loss or gradient norm
-        raises :class:`NonFiniteLossError` (``on_nonfinite: raise``) or skips the update, restores
-        the BN statistics and reports ``train/skipped_nonfinite = 1`` (``skip``); non-finite
-        priorities of a skipped batch are replaced by the batch's largest finite one.
+        raises :class:`~lzk_common.learner.NonFiniteLossError` (``on_nonfinite: raise``) or skips
+        the update, restores the BN statistics and reports ``train/skipped_nonfinite = 1``
+        (``skip``); non-finite priorities of a skipped batch are replaced by the batch's largest
+        finite one.
         """
         device = next(self.model.parameters()).device
         tb = TensorBatch.from_batch(batch, device)
         k_steps = tb.actions.shape[1]
-        # In skip mode a bad batch must leave no trace: the train-mode forward also updates the BN
-        # running statistics, so keep a copy to restore (a few KB).
-        saved = [b.clone() for b in self.model.buffers()] if self.cfg.on_nonfinite == "skip" else None
+        saved = self.saved_buffers(self.model)
         self.model.train()
         out = muzero_loss(self.model, tb, self.value_support, self.reward_support, self.weights,
                           autocast_dtype=self.autocast_dtype)
 
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward(gradient=torch.full_like(out.loss, 1.0 / k_steps))
-        if self.average_gradients is not None:
-            self.average_gradients(params)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
-
+        # LightZero scales the whole gradient by 1/K (a hook on the loss); seeding backward is the same.
+        grad_norm = self.backward_and_clip(out.loss, params, self.cfg.grad_clip, grad_scale=1.0 / k_steps)
         lr = self.lr_at(self.steps)
         # One host sync for every scalar metric.
         values = torch.stack([
@@ -171,16 +110,7 @@ class Learner:
             out.entropy.mean() / (k_steps + 1), grad_norm.detach().float(), out.root_value.mean(),
             tb.target_value[:, 0].mean(),
         ]).tolist()
-        finite = step_is_finite(values[0], values[6], self.average_gradients is not None)
-        if finite:
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            self.optimizer.step()
-            self.steps += 1
-        elif self.cfg.on_nonfinite == "raise":
-            raise nonfinite_error(values[0], values[6], self.steps)
-        else:
-            discard_step(self.optimizer, self.model.buffers(), saved)
+        finite = self.commit(values[0], values[6], self.model.buffers(), saved, lr=lr)
         target_updated = finite and self.steps % self.cfg.target_update_freq == 0
         if target_updated:
             self.update_target()
@@ -197,11 +127,3 @@ class Learner:
         """Assign the online weights and buffers to the target network."""
         with torch.no_grad():
             self.target_model.load_state_dict(self.model.state_dict())
-
-    def state_dict(self) -> dict[str, Any]:
-        """Optimizer state and the step count (the LR schedule is a function of the steps)."""
-        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.steps = int(state["steps"])

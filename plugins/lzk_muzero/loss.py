@@ -29,52 +29,20 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import torch
-from torch.nn import functional as F
 
+from lzk_common.losses import LossWeights, TensorBatch, entropy, negative_cosine, soft_cross_entropy
+from lzk_common.support import DiscreteSupport
 from lzk_muzero.blocks import MuZeroNet, batch_groups
-from lzk_muzero.support import DiscreteSupport
 
 
 @dataclass
-class LossWeights:
-    value: float = 0.25
-    reward: float = 1.0
-    policy: float = 1.0
+class MuZeroLossWeights(LossWeights):
+    """The shared loss weights plus MuZero's SSL consistency weight."""
+
     ssl: float = 2.0
-    entropy: float = 5e-3
-
-
-@dataclass
-class TensorBatch:
-    """The learner batch as tensors on the model's device (see ``lzk_replay``'s ``Batch``)."""
-
-    obs: torch.Tensor  # [B, K+1, *O'] float32
-    actions: torch.Tensor  # [B, K] int64
-    mask: torch.Tensor  # [B, K+1] float32
-    target_reward: torch.Tensor  # [B, K] float32
-    target_value: torch.Tensor  # [B, K+1] float32
-    target_policy: torch.Tensor  # [B, K+1, A] float32
-    weights: torch.Tensor  # [B] float32
-
-    @classmethod
-    def from_batch(cls, batch: Any, device: torch.device | str) -> TensorBatch:
-        """From any object with the numpy fields above (extra fields are ignored)."""
-
-        def t(x: Any, dtype: torch.dtype) -> torch.Tensor:
-            return torch.as_tensor(x).to(device=device, dtype=dtype)
-
-        return cls(
-            obs=t(batch.obs, torch.float32),
-            actions=t(batch.actions, torch.int64),
-            mask=t(batch.mask, torch.float32),
-            target_reward=t(batch.target_reward, torch.float32),
-            target_value=t(batch.target_value, torch.float32),
-            target_policy=t(batch.target_policy, torch.float32),
-            weights=t(batch.weights, torch.float32),
-        )
 
 
 @dataclass
@@ -86,22 +54,6 @@ class LossOutput:
     ssl: torch.Tensor  # [B] negative cosine summed over K steps (masked)
     entropy: torch.Tensor  # [B] policy entropy summed over K+1 steps
     root_value: torch.Tensor  # [B] decoded root value h⁻¹(E[v]) (no grad), for priorities
-
-
-def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """−Σ target · log_softmax(logits) over the last axis, in float32: [*S, N] → [*S]."""
-    return -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
-
-
-def entropy(logits: torch.Tensor) -> torch.Tensor:
-    """H(softmax(logits)) over the last axis, in float32: [*S, N] → [*S]."""
-    logp = F.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
-def negative_cosine(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """−⟨x/‖x‖, y/‖y‖⟩ per row (norm eps 1e-5): [B, P] × [B, P] → [B]."""
-    return -(F.normalize(x.float(), dim=-1, eps=1e-5) * F.normalize(y.float(), dim=-1, eps=1e-5)).sum(-1)
 
 
 def ssl_consistency(
@@ -131,7 +83,7 @@ def muzero_loss(
     batch: TensorBatch,
     value_support: DiscreteSupport,
     reward_support: DiscreteSupport,
-    weights: LossWeights,
+    weights: MuZeroLossWeights,
     *,
     autocast_dtype: torch.dtype | None = None,
 ) -> LossOutput:

@@ -1,15 +1,10 @@
 """Model construction from the config (``model.type: mlp | conv``)."""
 from __future__ import annotations
 
+from lzk_common.policy import stacked_obs_shape
+from lzk_common.support import DiscreteSupport
 from lzk_muzero.blocks import MuZeroNet
 from lzk_muzero.config import MuZeroModelConfig
-from lzk_muzero.support import DiscreteSupport
-
-
-def stacked_obs_shape(obs_shape: tuple[int, ...], frame_stack: int) -> tuple[int, ...]:
-    """Shape O' of a frame-stacked observation: frames are stacked along the first axis."""
-    obs_shape = tuple(int(s) for s in obs_shape)
-    return (obs_shape[0] * frame_stack, *obs_shape[1:])
 
 
 def build_model(

@@ -35,9 +35,10 @@ import torch
 from numba import njit
 from torch import nn
 
+from lzk_common.support import DiscreteSupport, inverse_scalar_transform_scalar
+from lzk_mcts.slots import ArraySlots
 from lzk_muzero.model_mlp import MuZeroMLP
 from lzk_muzero.numba_simd import bits_f32, f32_bits, vadd, vbroadcast, vfma, vload, vrelu, vstore, vzero
-from lzk_muzero.support import DiscreteSupport, inverse_scalar_transform_scalar
 
 PANEL = 16  # outputs per weight panel: 2 vectors of 8 lanes
 CHUNK_ROWS = 128  # rows per compiled call: bounds the workspace (~0.6 MB) for reanalysis/value batches
@@ -255,22 +256,21 @@ def _predict(latent: np.ndarray, params: np.ndarray, layers: np.ndarray, support
 
 
 @njit(cache=True, fastmath=FASTMATH, boundscheck=False, nogil=True)
-def mlp_step(store: np.ndarray, batch: int, batch_idx: np.ndarray, parent_node: np.ndarray,
-             action: np.ndarray, new_node: int, params: np.ndarray, layers: np.ndarray,
-             support_r: np.ndarray, support_v: np.ndarray, scratch: np.ndarray,
-             reward: np.ndarray, value: np.ndarray, logits: np.ndarray) -> None:
-    """One simulation's network step for the n = len(batch_idx) trees (see the module doc).
+def mlp_step(store: np.ndarray, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray,
+             params: np.ndarray, layers: np.ndarray, support_r: np.ndarray, support_v: np.ndarray,
+             scratch: np.ndarray, reward: np.ndarray, value: np.ndarray, logits: np.ndarray) -> None:
+    """One simulation's network step for the n = len(parent_slot) trees (see the module doc).
 
-    store [(S + 1)·B, D] float32 is read at rows parent_node·B + batch_idx and written at rows
-    new_node·B + batch_idx; scratch [>= scratch_floats(layers, n)] float32 is workspace.
+    store [(S + 1)·B, D] float32 (the search's slots) is read at rows ``parent_slot`` and written
+    at rows ``child_slot``; scratch [>= scratch_floats(layers, n)] float32 is workspace.
     Writes reward [n], value [n] (decoded) and logits [n, A].
     """
-    n = batch_idx.shape[0]
+    n = parent_slot.shape[0]
     d = store.shape[1]
     x, h, nxt, u, hid, lg, z = _buffers(scratch, layers, n)
     # Explicit loops, not slice assignments: those compile shape-mismatch error paths (~10 s).
     for r in range(n):
-        s = store[parent_node[r] * batch + batch_idx[r]]
+        s = store[parent_slot[r]]
         for j in range(d):
             x[r, j] = s[j]
         for j in range(d, x.shape[1]):
@@ -280,7 +280,7 @@ def mlp_step(store: np.ndarray, batch: int, batch_idx: np.ndarray, parent_node: 
     dense(x, params, layers[FC1], h)  # layer rows, not indices: see dense
     dense(h, params, layers[FC1B], nxt)
     for r in range(n):
-        row = store[new_node * batch + batch_idx[r]]
+        row = store[child_slot[r]]
         for j in range(d):
             v = nxt[r, j] + x[r, j]
             nxt[r, j] = v
@@ -317,7 +317,8 @@ def _index(a: np.ndarray) -> np.ndarray:
 class NumbaMLP:
     """Search inference of a folded residual MLP on CPU (float32): :meth:`predict` for the roots
     (after torch's representation) and, between :meth:`begin` and the next ``begin``, the
-    ``lzk_mcts`` ``recurrent_fn`` (``__call__``) on a numpy latent store.
+    ``lzk_mcts`` model step (``__call__``) on the latents at the search's slots
+    (an :class:`~lzk_mcts.slots.ArraySlots`).
 
     The store and workspace grow and are reused across searches (no per-search allocation).
     """
@@ -330,15 +331,13 @@ class NumbaMLP:
         self.num_actions = int(net.num_actions)
         self.support_v = value_support.values.detach().cpu().double().numpy()
         self.support_r = reward_support.values.detach().cpu().double().numpy()
-        self._store_buf = np.zeros(0, np.float32)
-        self._store = self._store_buf.reshape(0, self.latent_dim)
+        self.latents = ArraySlots((self.latent_dim,), np.float32)
         self._scratch = np.zeros(0, np.float32)
-        self._batch = 0
 
     @property
     def store(self) -> np.ndarray:
         """Latents [(S + 1)·B, D] of the current search (row node·B + b)."""
-        return self._store
+        return self.latents.array
 
     def _workspace(self, rows: int) -> np.ndarray:
         need = scratch_floats(self.layers, min(rows, CHUNK_ROWS))
@@ -360,32 +359,28 @@ class NumbaMLP:
     def begin(self, root_latent: np.ndarray, num_simulations: int) -> None:
         """Start a search from root latents [B, D] with room for ``num_simulations`` new nodes."""
         b = root_latent.shape[0]
-        numel = (num_simulations + 1) * b * self.latent_dim
-        if self._store_buf.size < numel:
-            self._store_buf = np.empty(numel, np.float32)
+        self.latents.reserve(num_simulations + 1, b)
         self._workspace(b)
-        self._store = self._store_buf[:numel].reshape(-1, self.latent_dim)
-        self._store[:b] = root_latent
-        self._batch = b
+        self.latents.array[:b] = root_latent
 
-    def __call__(self, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray,
-                 new_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``lzk_mcts`` recurrent_fn: (reward [n], value [n], logits [n, A]) float32, fresh arrays.
+    def __call__(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The model step: (reward [n], value [n], logits [n, A]) float32, fresh arrays.
 
         Index arrays are used as they are when C-contiguous int64 (the driver's views are), else
         converted: one compiled signature, no recompilation for other layouts."""
-        batch_idx, parent_node, action = _index(batch_idx), _index(parent_node), _index(action)
-        n = batch_idx.shape[0]
+        parent_slot, action, child_slot = _index(parent_slot), _index(action), _index(child_slot)
+        n = parent_slot.shape[0]
         reward = np.empty(n, np.float32)
         value = np.empty(n, np.float32)
         logits = np.empty((n, self.num_actions), np.float32)
+        store = self.latents.array
         if n <= CHUNK_ROWS:  # the search's case: no slicing (a few µs of a ~40 µs call at B = 8)
-            mlp_step(self._store, self._batch, batch_idx, parent_node, action, new_node, self.params,
-                     self.layers, self.support_r, self.support_v, self._scratch, reward, value, logits)
+            mlp_step(store, parent_slot, action, child_slot, self.params, self.layers, self.support_r,
+                     self.support_v, self._scratch, reward, value, logits)
             return reward, value, logits
         for lo in range(0, n, CHUNK_ROWS):
             hi = lo + CHUNK_ROWS
-            mlp_step(self._store, self._batch, batch_idx[lo:hi], parent_node[lo:hi], action[lo:hi], new_node,
-                     self.params, self.layers, self.support_r, self.support_v, self._scratch,
-                     reward[lo:hi], value[lo:hi], logits[lo:hi])
+            mlp_step(store, parent_slot[lo:hi], action[lo:hi], child_slot[lo:hi], self.params, self.layers,
+                     self.support_r, self.support_v, self._scratch, reward[lo:hi], value[lo:hi], logits[lo:hi])
         return reward, value, logits

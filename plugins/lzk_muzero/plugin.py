@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lzkernel import Component, hookimpl
+from lzkernel import Component, ObservationValues, hookimpl
 from lzk_muzero.config import MuZeroPolicyConfig
 
 
@@ -18,7 +18,7 @@ def make_policy(cfg: MuZeroPolicyConfig, run: Any, *, env_spec: Any) -> Any:
     """
     from lzk_muzero.policy import MuZeroPolicy
 
-    average = run.comm.average_gradients if getattr(run, "world_size", 1) > 1 else None
+    average = run.comm.average_gradients if run.world_size > 1 else None
     return MuZeroPolicy(
         cfg,
         tuple(env_spec.obs_shape),
@@ -36,6 +36,8 @@ def lzkernel_register_policies() -> list[Component]:
             "muzero",
             factory=make_policy,
             config=MuZeroPolicyConfig,
+            provides=(ObservationValues,),
+            target_spec=MuZeroPolicyConfig.target_spec,
             doc="MuZero (LightZero-compatible): MLP/conv model with categorical value/reward, batched "
             "MCTS acting, SSL consistency loss, target network; also the model side of ReZero.",
         )

@@ -13,57 +13,26 @@ Which network does what (as LightZero):
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import time
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from lzkernel import ActResult, generator_state, set_generator_state
+from lzkernel import ActResult
+from lzk_common.acting import choose_actions, sample_legal_softmax, torch_threads, visit_distribution
+from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
+from lzk_common.support import DiscreteSupport
 from lzk_muzero.config import MuZeroPolicyConfig
 from lzk_muzero.inference import SearchNetwork
 from lzk_muzero.learner import Learner
-from lzk_muzero.models import build_model, stacked_obs_shape
-from lzk_muzero.support import DiscreteSupport
+from lzk_muzero.models import build_model
 
 
-def _sample_legal_softmax(logits: np.ndarray, legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One action per row from softmax(logits) restricted to legal actions: [E, A] → [E] int64."""
-    z = np.where(legal, logits.astype(np.float64), -np.inf)
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    cdf = np.cumsum(p, axis=1)
-    u = rng.random((p.shape[0], 1)) * cdf[:, -1:]
-    actions = (cdf <= u).sum(axis=1)
-    # Rounding could step past the last legal action: walk back to it.
-    last_legal = legal.shape[1] - 1 - np.argmax(legal[:, ::-1], axis=1)
-    return np.minimum(actions, last_legal).astype(np.int64)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run with ``n`` torch intra-op threads (0: unchanged), restoring the previous count."""
-    before = torch.get_num_threads()
-    if n <= 0 or n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _random_legal(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random legal action per row: [E, A] → [E] int64."""
-    u = np.where(legal, rng.random(legal.shape), -1.0)
-    return u.argmax(axis=1).astype(np.int64)
-
-
-class MuZeroPolicy:
-    """MuZero acting + learning (implements :class:`lzkernel.ActingPolicy`).
+class MuZeroPolicy(SearchPolicyBase):
+    """MuZero acting + learning (implements :class:`lzkernel.LearningPolicy` and
+    :class:`lzkernel.ObservationValues`).
 
     Args:
         cfg: the policy config.
@@ -76,6 +45,8 @@ class MuZeroPolicy:
         search_module: provides ``search``, ``select_action`` and ``SearchConfig`` (default
             ``lzk_mcts``; tests may pass a fake).
     """
+
+    cfg: MuZeroPolicyConfig
 
     def __init__(
         self,
@@ -90,56 +61,38 @@ class MuZeroPolicy:
     ) -> None:
         if search_module is None:
             import lzk_mcts as search_module
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.num_actions = int(num_actions)
-        self.obs_shape = stacked_obs_shape(tuple(obs_shape), cfg.frame_stack)
-        self.rng = np.random.default_rng(seed)
+        super().__init__(cfg, obs_shape, num_actions, device=device, seed=seed)
         self._search = search_module
         self.value_support = DiscreteSupport.from_range(cfg.model.value_support_range, self.device)
         self.reward_support = DiscreteSupport.from_range(cfg.model.reward_support_range, self.device)
-        self.model = build_model(cfg.model, tuple(obs_shape), num_actions, cfg.frame_stack).to(self.device)
-        self.target_model = copy.deepcopy(self.model).eval()
-        for p in self.target_model.parameters():
-            p.requires_grad_(False)
-        self.learner = Learner(self.model, self.target_model, cfg, self.value_support, self.reward_support,
-                               average_gradients=average_gradients)
-        # Weight versions and the snapshots built at them ([version, SearchNetwork | None]).
-        self.model_version = 0
-        self.target_version = 0
-        self._online: list[Any] = [-1, None]
-        self._target: list[Any] = [-1, None]
+        self.attach(build_model(cfg.model, self.env_obs_shape, num_actions, cfg.frame_stack),
+                    lambda model, target: Learner(model, target, cfg, self.value_support, self.reward_support,
+                                                  average_gradients=average_gradients))
+        self._snapshots: VersionedSnapshots[SearchNetwork] = VersionedSnapshots(self._build_snapshot)
+        self._target_updated = False  # by the last learn(): the target's buffers changed too
 
     # ------------------------------------------------------------------------------------------
     @property
-    def learner_steps(self) -> int:
-        """Completed learner steps (the ``train_iter`` of temperature schedules)."""
-        return self.learner.steps
+    def model_version(self) -> int:
+        return self._snapshots.versions["online"]
+
+    @property
+    def target_version(self) -> int:
+        return self._snapshots.versions["target"]
 
     def mark_weights_changed(self) -> None:
         """Invalidate both inference snapshots (call after changing weights directly)."""
-        self.model_version += 1
-        self.target_version += 1
+        self._snapshots.bump()
+
+    def _build_snapshot(self, which: str) -> SearchNetwork:
+        model = self.model if which == "online" else self.target_model
+        return SearchNetwork(model, self.value_support, self.reward_support, backend=self.cfg.search_backend)
 
     def _snapshot(self, which: str) -> SearchNetwork:
-        slot, model, version = (
-            (self._online, self.model, self.model_version) if which == "online"
-            else (self._target, self.target_model, self.target_version)
-        )
-        if slot[0] != version:
-            slot[1] = SearchNetwork(model, self.value_support, self.reward_support, backend=self.cfg.search_backend)
-            slot[0] = version
-        return slot[1]
+        return self._snapshots.get(which)
 
     def _search_config(self, num_simulations: int) -> Any:
-        c = self.cfg
-        return self._search.SearchConfig(
-            num_simulations=num_simulations, discount=c.discount, pb_c_base=c.pb_c_base, pb_c_init=c.pb_c_init,
-            dirichlet_alpha=c.dirichlet_alpha, noise_fraction=c.noise_fraction, value_delta_max=c.value_delta_max,
-        )
-
-    def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        return self.cfg.search_config(num_simulations)
 
     def _run_search(
         self, snap: SearchNetwork, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, num_simulations: int,
@@ -176,6 +129,7 @@ class MuZeroPolicy:
         temperature: float = 1.0,
         epsilon: float = 0.0,
         timestep: np.ndarray | None = None,
+        states: Sequence[Any] | None = None,
     ) -> ActResult:
         """Choose one action per row.
 
@@ -185,7 +139,8 @@ class MuZeroPolicy:
         ``collect_with_pure_policy`` no search: sample from the legal softmax of the policy
         logits (visit_dist zeros, root_value = predicted value).
         ``eval``: no noise, deterministic tie-breaking, argmax of visits, ``eval_num_simulations``.
-        ``env_ids`` and ``timestep`` are unused (MuZero keeps no per-env state).
+        ``env_ids``, ``timestep`` and ``states`` are unused (MuZero keeps no per-env state and
+        searches its learned model).
         """
         if mode not in ("collect", "eval"):
             raise ValueError(f"mode must be 'collect' or 'eval', got {mode!r}")
@@ -196,7 +151,7 @@ class MuZeroPolicy:
             t0 = time.perf_counter()
             with torch_threads(self.cfg.search_threads):
                 _, pred_value, logits = snap.initial(self._obs_tensor(obs))
-            actions = _sample_legal_softmax(logits, legal, self.rng)
+            actions = sample_legal_softmax(logits, legal, self.rng)
             zeros = np.zeros((n_rows, self.num_actions), np.float32)
             return ActResult(actions, zeros, pred_value, pred_value.copy(),
                              {"search/ms": (time.perf_counter() - t0) * 1e3})
@@ -206,20 +161,10 @@ class MuZeroPolicy:
         result, pred_value, metrics = self._run_search(
             snap, obs, legal, to_play, sims, add_noise=collect, deterministic=not collect)
         visits = result.visit_counts
-        if not collect:
-            actions, _ = self._search.select_action(visits, legal, 1.0, self.rng, True)
-        elif self.cfg.eps_greedy or epsilon > 0.0:
-            actions, _ = self._search.select_action(visits, legal, 1.0, self.rng, True)
-            explore = self.rng.random(n_rows) < epsilon
-            actions = np.where(explore, _random_legal(legal, self.rng), actions)
-        else:
-            actions, _ = self._search.select_action(visits, legal, float(temperature), self.rng, False)
-        visit_dist = (visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)).astype(np.float32)
-        return ActResult(np.asarray(actions, dtype=np.int64), visit_dist,
-                         np.asarray(result.root_value, dtype=np.float32), pred_value, metrics)
-
-    def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:
-        """No per-env state in MuZero."""
+        actions = choose_actions(self._search.select_action, visits, legal, collect=collect, temperature=temperature,
+                                 epsilon=epsilon, eps_greedy=self.cfg.eps_greedy, rng=self.rng)
+        return ActResult(actions, visit_distribution(visits), np.asarray(result.root_value, dtype=np.float32),
+                         pred_value, metrics)
 
     # ------------------------------------------------------------------------------------------
     def value_fn(self, obs: np.ndarray) -> np.ndarray:
@@ -263,28 +208,14 @@ class MuZeroPolicy:
     # ------------------------------------------------------------------------------------------
     def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
         """One learner step on ``batch`` → (metrics ``train/*``, priorities [B] float32)."""
-        metrics, priorities, target_updated = self.learner.step(batch)
-        self.model_version += 1
-        if target_updated:
-            self.target_version += 1
+        metrics, priorities, self._target_updated = self.learner.step(batch)
+        self._snapshots.bump("online", *(("target",) if self._target_updated else ()))
         return metrics, priorities
 
-    def state_dict(self) -> dict[str, Any]:
-        """Model, target model, optimizer, learner step count (the LR schedule is a function of it)
-        and the policy RNG state: tensors and plain Python values, loadable with
-        ``torch.load(weights_only=True)``."""
-        return {
-            "model": self.model.state_dict(),
-            "target_model": self.target_model.state_dict(),
-            "learner": self.learner.state_dict(),
-            "rng": generator_state(self.rng),  # plain values: loads with weights_only=True
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.target_model.load_state_dict(state["target_model"])
-        self.learner.load_state_dict(state["learner"])
-        rng = state.get("rng")
-        if rng is not None:
-            set_generator_state(self.rng, rng)
-        self.mark_weights_changed()
+    def updated_buffers(self) -> list[torch.Tensor]:
+        """The online BN statistics, and the target's when the last step assigned the target
+        (it copied this rank's statistics)."""
+        out = super().updated_buffers()
+        if self._target_updated:
+            out += [b for b in self.target_model.buffers() if b.is_floating_point()]
+        return out

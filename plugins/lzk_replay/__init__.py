@@ -1,12 +1,14 @@
 """lzk_replay: the game-segment replay buffer of MuZero-family agents (first-party lzkernel plugin).
 
-Leaf package: imports numpy and the lzkernel public API only (no torch, no models). The policy
-hands the buffer callbacks: ``value_fn`` (target network values for n-step targets) and
-``reanalyze_fn`` (ReZero buffer reanalysis).
+Leaf package: imports numpy and the lzkernel public API only (no torch, no models). Buffers ask
+the policy (passed as ``source``) for what their targets need, through the kernel's value-source
+Protocols: the ``game`` buffer through :class:`lzkernel.ObservationValues` (``value_fn`` for
+n-step targets, ``reanalyze_fn`` for ReZero buffer reanalysis), the ``unizero`` buffer through
+:class:`lzkernel.SequenceValues`. Learner batches are :class:`lzkernel.Batch`.
 
 Modules: :mod:`.segment` (cutting trajectories into padded segments), :mod:`.storage` (slot
-arrays), :mod:`.sampling` (uniform / prioritised draws, IS weights), :mod:`.targets` (``Batch``
-and n-step targets), :mod:`.reanalyze` (backward-view reanalysis), :mod:`.buffer` (``GameBuffer``),
+arrays), :mod:`.sampling` (uniform / prioritised draws, IS weights), :mod:`.targets` (n-step
+targets), :mod:`.reanalyze` (backward-view reanalysis), :mod:`.buffer` (``GameBuffer``),
 :mod:`.sequence_buffer` (``SequenceGameBuffer``: UniZero sequence bootstrap values),
 :mod:`.sequence_reanalyze` (UniZero history-window buffer reanalysis), :mod:`.plugin` (the
 ``game`` and ``unizero`` buffer components).
@@ -32,7 +34,7 @@ from lzk_replay.reanalyze import ReanalyzeFn
 from lzk_replay.segment import GameSegment, SegmentCutter, stacked_shape
 from lzk_replay.sequence_buffer import SequenceGameBuffer, SequenceValueFn
 from lzk_replay.sequence_reanalyze import SequenceReanalyzeFn
-from lzk_replay.targets import Batch, BootstrapFn, ValueFn
+from lzk_replay.targets import BootstrapFn, ValueFn
 
-__all__ = ["Batch", "BootstrapFn", "GameBuffer", "GameSegment", "ReanalyzeFn", "SegmentCutter",
+__all__ = ["BootstrapFn", "GameBuffer", "GameSegment", "ReanalyzeFn", "SegmentCutter",
            "SequenceGameBuffer", "SequenceReanalyzeFn", "SequenceValueFn", "ValueFn", "stacked_shape"]

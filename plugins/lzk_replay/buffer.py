@@ -21,8 +21,8 @@ from lzk_replay.reanalyze import ReanalyzeFn, reanalyze_segments, select_round_r
 from lzk_replay.sampling import draw, importance_weights, sampling_weights
 from lzk_replay.segment import GameSegment, SegmentCutter
 from lzk_replay.storage import SegmentStore
-from lzk_replay.targets import Batch, BootstrapFn, ValueFn, build_batch, observation_bootstrap
-from lzkernel import Trajectory
+from lzk_replay.targets import BootstrapFn, build_batch, observation_bootstrap
+from lzkernel import Batch, ObservationValues, Trajectory
 
 _STATE_VERSION = 1
 
@@ -145,12 +145,13 @@ class GameBuffer:
         st.weights[slots] = sampling_weights(st.prio[slots], valid, self.use_priority, self.alpha)
 
     # ------------------------------------------------------------------------------ sampling
-    def sample(self, batch_size: int, rng: np.random.Generator, value_fn: ValueFn) -> Batch:
-        """A learner batch of ``batch_size`` roots (see :class:`~lzk_replay.targets.Batch`).
+    def sample(self, batch_size: int, rng: np.random.Generator, source: Any) -> Batch:
+        """A learner batch of ``batch_size`` roots (see :class:`lzkernel.Batch`).
 
         Roots are drawn without replacement when ``batch_size <= num_transitions``; uniformly, or
         with probability ∝ p^α + 1e-6 and IS weights (N·P)^-β / max when ``use_priority``.
-        ``value_fn(obs [M, *O']) -> [M]`` (the target network) is called once per batch.
+        ``source.value_fn(obs [M, *O']) -> [M]`` (an :class:`lzkernel.ObservationValues`: the
+        target network) is called once per batch, when any target bootstraps.
         """
         st = self.store
         if st.num_transitions == 0 or batch_size < 1:
@@ -162,12 +163,12 @@ class GameBuffer:
         else:
             weights = np.ones(flat.shape[0], np.float32)
         return build_batch(st, slots, t, unroll_steps=self.K, td_steps=self.n, discount=self.discount,
-                           rng=rng, bootstrap=self._bootstrap(value_fn, rng), weights=weights,
+                           rng=rng, bootstrap=self._bootstrap(source, rng), weights=weights,
                            indices=st.seg_id[slots] * self.L + t)
 
-    def _bootstrap(self, value_fn: Any, rng: np.random.Generator) -> BootstrapFn:
-        """How :meth:`sample` turns the caller's ``value_fn`` into bootstrap values (per observation)."""
-        return observation_bootstrap(self.store, value_fn)
+    def _bootstrap(self, source: ObservationValues, rng: np.random.Generator) -> BootstrapFn:
+        """How :meth:`sample` asks ``source`` for bootstrap values (one per observation)."""
+        return observation_bootstrap(self.store, source.value_fn)
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:
         """Set the priorities of the transitions ``indices [B]`` (from ``Batch.indices``) to
@@ -197,15 +198,20 @@ class GameBuffer:
         return slots, t, self.store.is_live(g) & (t < self.store.valid_len[slots])
 
     # ------------------------------------------------------------------------------ reanalysis
-    def reanalyze(self, reanalyze_fn: ReanalyzeFn) -> dict[str, float]:
-        """ReZero whole-buffer reanalysis (backward view, value reuse); see
-        :mod:`lzk_replay.reanalyze`. Covers every stored transition, or, with
-        ``reanalyze_max_roots > 0``, whole segments round-robin up to that many roots per call
-        (successive calls cycle through the buffer). Returns stats (roots, groups, calls,
-        segments, refreshed, seconds)."""
+    def reanalyze(self, source: ObservationValues, rng: np.random.Generator, *, reuse: bool = True
+                  ) -> dict[str, float]:
+        """ReZero whole-buffer reanalysis (backward view; value reuse when ``reuse``) with
+        ``source.reanalyze_fn``; see :mod:`lzk_replay.reanalyze`. Covers every stored
+        transition, or, with ``reanalyze_max_roots > 0``, whole segments round-robin up to that
+        many roots per call (successive calls cycle through the buffer; ``rng`` is unused).
+        Returns stats (roots, groups, calls, segments, refreshed, seconds)."""
+        fn: ReanalyzeFn = source.reanalyze_fn
+        if not reuse:
+            def fn(obs: Any, legal: Any, to_play: Any, true_action: Any, reuse_value: Any) -> Any:  # noqa: F811
+                return source.reanalyze_fn(obs, legal, to_play, np.full_like(true_action, -1), None)
         ids, self._reanalyze_cursor = select_round_robin(self.store, self._reanalyze_cursor,
                                                          self.reanalyze_max_roots)
-        return reanalyze_segments(self.store, ids, reanalyze_fn, self.reanalyze_batch_size)
+        return reanalyze_segments(self.store, ids, fn, self.reanalyze_batch_size)
 
     # ------------------------------------------------------------------------------ checkpoint
     def _geometry(self) -> dict[str, Any]:

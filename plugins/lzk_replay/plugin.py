@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lzkernel import Component, hookimpl, option
+from lzkernel import (CheckContext, Component, EnvSpec, ObservationValues, ReanalysableBuffer, SequenceValues,
+                      TargetSpec, hookimpl, option)
 
 
 @dataclass
@@ -56,41 +57,50 @@ class SequenceGameBufferConfig(_SegmentBufferConfig):
         256, doc="Buffer reanalysis: roots (history windows) per reanalyze_fn call at most (0: one call).", min=0)
 
 
-def _factory_kwargs(unroll_steps: int, td_steps: int, discount: float, frame_stack: int,
-                    obs_shape: tuple[int, ...], num_actions: int) -> dict[str, Any]:
-    return dict(unroll_steps=unroll_steps, td_steps=td_steps, discount=discount, frame_stack=frame_stack,
-                obs_shape=tuple(obs_shape), num_actions=num_actions)
+def _geometry(env_spec: EnvSpec, target_spec: TargetSpec) -> dict[str, Any]:
+    """The constructor arguments that come from the policy's target spec and the env."""
+    return dict(unroll_steps=target_spec.unroll_steps, td_steps=target_spec.td_steps, discount=target_spec.discount,
+                frame_stack=target_spec.frame_stack, obs_shape=tuple(env_spec.obs_shape),
+                num_actions=int(env_spec.num_actions))
 
 
-def make_game_buffer(cfg: GameBufferConfig, run: Any, *, unroll_steps: int, td_steps: int, discount: float,
-                     frame_stack: int, obs_shape: tuple[int, ...], num_actions: int) -> Any:
-    """Build a :class:`~lzk_replay.buffer.GameBuffer` for the algorithm's K, n, γ and the env's shapes."""
+def make_game_buffer(cfg: GameBufferConfig, run: Any, *, env_spec: EnvSpec, target_spec: TargetSpec) -> Any:
+    """Build a :class:`~lzk_replay.buffer.GameBuffer` for the policy's K, n, γ and the env's shapes."""
     from lzk_replay.buffer import GameBuffer
 
-    return GameBuffer(**cfg.buffer_kwargs(),
-                      **_factory_kwargs(unroll_steps, td_steps, discount, frame_stack, obs_shape, num_actions),
+    return GameBuffer(**cfg.buffer_kwargs(), **_geometry(env_spec, target_spec),
                       reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size)
 
 
-def make_sequence_buffer(cfg: SequenceGameBufferConfig, run: Any, *, unroll_steps: int, td_steps: int,
-                         discount: float, frame_stack: int, obs_shape: tuple[int, ...], num_actions: int) -> Any:
+def make_sequence_buffer(cfg: SequenceGameBufferConfig, run: Any, *, env_spec: EnvSpec,
+                         target_spec: TargetSpec) -> Any:
     """Build a :class:`~lzk_replay.sequence_buffer.SequenceGameBuffer` (UniZero)."""
     from lzk_replay.sequence_buffer import SequenceGameBuffer
 
-    return SequenceGameBuffer(**cfg.buffer_kwargs(),
-                              **_factory_kwargs(unroll_steps, td_steps, discount, frame_stack, obs_shape, num_actions),
+    return SequenceGameBuffer(**cfg.buffer_kwargs(), **_geometry(env_spec, target_spec),
                               reanalyze_partition=cfg.reanalyze_partition,
                               reanalyze_sequences=cfg.reanalyze_sequences,
                               reanalyze_batch_size=cfg.reanalyze_batch_size)
+
+
+def check_capacity(ctx: CheckContext) -> list[str]:
+    """A batch must fit the buffer: a capacity below the policy's batch size could never train."""
+    spec, cfg = ctx.target_spec, ctx.options("buffer")
+    if spec is not None and spec.batch_size > cfg.capacity:
+        return [f"buffer.capacity ({cfg.capacity}) is smaller than the policy's batch size ({spec.batch_size}): "
+                f"the run could never train; raise buffer.capacity or lower policy.batch_size"]
+    return []
 
 
 @hookimpl
 def lzkernel_register_buffers() -> list[Component]:
     return [
         Component("game", factory=make_game_buffer, config=GameBufferConfig,
+                  provides=(ReanalysableBuffer,), needs={"policy": (ObservationValues,)}, check=check_capacity,
                   doc="Game-segment replay buffer (MuZero/ReZero): n-step targets, optional PER, "
                       "ReZero buffer reanalysis."),
         Component("unizero", factory=make_sequence_buffer, config=SequenceGameBufferConfig,
+                  provides=(ReanalysableBuffer,), needs={"policy": (SequenceValues,)}, check=check_capacity,
                   doc="Game-segment replay buffer (UniZero): sequence bootstrap values, optional PER, "
                       "history-window buffer reanalysis of the oldest segments."),
     ]

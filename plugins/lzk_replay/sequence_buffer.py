@@ -44,7 +44,8 @@ from lzk_replay.buffer import GameBuffer
 from lzk_replay.sequence_reanalyze import (COUNT_FIELD, SequenceReanalyzeFn, num_candidates,
                                            reanalyze_sequence_segments, select_segments)
 from lzk_replay.storage import SegmentStore
-from lzk_replay.targets import Batch, BootstrapFn
+from lzk_replay.targets import BootstrapFn
+from lzkernel import Batch, SequenceValues
 
 #: obs [M, K+1, *O'] float32, actions [M, K] int64 -> values [M, K+1] float32 (target model)
 SequenceValueFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -119,23 +120,26 @@ class SequenceGameBuffer(GameBuffer):
         the number of candidates)."""
         return math.ceil(self.reanalyze_sequences / max(1, self.L // max(self.K, 1)))
 
-    def sample(self, batch_size: int, rng: np.random.Generator,  # type: ignore[override]
-               value_fn: SequenceValueFn) -> Batch:
-        """As :meth:`GameBuffer.sample`, with ``value_fn(obs [M, K+1, *O'], actions [M, K]) ->
-        [M, K+1]`` evaluating one bootstrap sequence per sample (called at most once)."""
-        return super().sample(batch_size, rng, value_fn)
+    def sample(self, batch_size: int, rng: np.random.Generator, source: Any) -> Batch:
+        """As :meth:`GameBuffer.sample`, with ``source.sequence_value_fn(obs [M, K+1, *O'],
+        actions [M, K]) -> [M, K+1]`` (an :class:`lzkernel.SequenceValues`) evaluating one
+        bootstrap sequence per sample (called at most once)."""
+        return super().sample(batch_size, rng, source)
 
-    def _bootstrap(self, value_fn: Any, rng: np.random.Generator) -> BootstrapFn:
-        return sequence_bootstrap(self.store, value_fn, self.n, rng)
+    def _bootstrap(self, source: SequenceValues, rng: np.random.Generator) -> BootstrapFn:  # type: ignore[override]
+        return sequence_bootstrap(self.store, source.sequence_value_fn, self.n, rng)
 
-    def reanalyze(self, reanalyze_fn: SequenceReanalyzeFn, rng: np.random.Generator,  # type: ignore[override]
-                  history: int) -> dict[str, float]:
+    def reanalyze(self, source: SequenceValues, rng: np.random.Generator,  # type: ignore[override]
+                  *, reuse: bool = True) -> dict[str, float]:
         """Reanalyse the segments drawn by :func:`~lzk_replay.sequence_reanalyze.select_segments`
         (their counts incremented), every own position once from its history window of up to
-        ``history`` past (observation, action) pairs. ``reanalyze_fn(obs [R, W, *O'], actions
-        [R, W-1], n_obs [R], legal [R, A], to_play [R]) -> (visit_dist [R, A], root_value [R])``
-        with W = history + 1. Returns stats (roots, segments, candidates, calls, refreshed,
-        window_obs_mean, seconds); does nothing on an empty buffer."""
+        M = ``source.history_pairs`` past (observation, action) pairs, with
+        ``source.window_reanalyze_fn(obs [R, W, *O'], actions [R, W-1], n_obs [R], legal [R, A],
+        to_play [R]) -> (visit_dist [R, A], root_value [R])``, W = M + 1 (``reuse`` does not
+        apply: UniZero reanalysis has no backward view). Returns stats (roots, segments,
+        candidates, calls, refreshed, window_obs_mean, seconds); does nothing on an empty buffer."""
+        history = int(source.history_pairs)
+        reanalyze_fn: SequenceReanalyzeFn = source.window_reanalyze_fn
         if history < 0:
             raise ValueError(f"history must be >= 0, got {history}")
         ids = select_segments(self.store, self.reanalyze_partition, self.segments_per_reanalysis, rng)

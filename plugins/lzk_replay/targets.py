@@ -24,12 +24,12 @@ D = the segment's stored transitions (padding included). Conventions:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from lzk_replay.storage import SegmentStore
+from lzkernel import Batch
 
 ValueFn = Callable[[np.ndarray], np.ndarray]  # obs [M, *O'] float32 -> values [M] float32
 
@@ -46,25 +46,6 @@ def observation_bootstrap(store: SegmentStore, value_fn: ValueFn) -> BootstrapFn
         return np.asarray(value_fn(store.stacked_obs(s2[boot], b[boot])))
 
     return values
-
-
-@dataclass
-class Batch:
-    """What the learner consumes (B samples, K unroll steps, A actions, O' stacked obs shape)."""
-
-    obs: np.ndarray  # [B, K+1, *O'] float32: stacked obs at t..t+K (0: root input, >=1: SSL targets)
-    actions: np.ndarray  # [B, K] int64: a_t..a_{t+K-1}, uniformly random past the data
-    mask: np.ndarray  # [B, K+1] float32: 1 where t+k is a real transition
-    target_reward: np.ndarray  # [B, K] float32: r_{t+k}, 0 past the data
-    target_value: np.ndarray  # [B, K+1] float32: n-step value targets
-    target_policy: np.ndarray  # [B, K+1, A] float32: stored visit distributions, 0 past the data
-    weights: np.ndarray  # [B] float32: importance-sampling weights (ones when uniform)
-    indices: np.ndarray  # [B] int64: transition indices for ``GameBuffer.update_priorities``
-    to_play: np.ndarray  # [B, K+1] int64
-    legal: np.ndarray  # [B, K+1, A] bool
-
-    def __len__(self) -> int:
-        return int(self.indices.shape[0])
 
 
 def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll_steps: int,

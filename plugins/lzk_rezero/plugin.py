@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lzkernel import Component, hookimpl
+from lzkernel import Component, ObservationValues, ReanalysableBuffer, hookimpl
+from lzk_loop import loop_check
 
 from lzk_rezero.trainers import MuZeroTrainer, MuZeroTrainerConfig, ReZeroConfig, ReZeroTrainer
 
@@ -19,8 +20,10 @@ def _make_muzero(cfg: MuZeroTrainerConfig, run: Any) -> MuZeroTrainer:
 @hookimpl
 def lzkernel_register_trainers() -> list[Component]:
     return [
-        Component("rezero", factory=_make_rezero, config=ReZeroConfig,
+        Component("rezero", factory=_make_rezero, config=ReZeroConfig, check=loop_check,
+                  needs={"policy": (ObservationValues,), "buffer": (ReanalysableBuffer,)},
                   doc="ReZero: MuZero with whole-buffer backward-view reanalysis (SPEC §1.1, §3)."),
-        Component("muzero", factory=_make_muzero, config=MuZeroTrainerConfig,
+        Component("muzero", factory=_make_muzero, config=MuZeroTrainerConfig, check=loop_check,
+                  needs={"policy": (ObservationValues,)},
                   doc="Plain MuZero with optional per-batch reanalysis."),
     ]

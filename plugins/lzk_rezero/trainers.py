@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lzk_loop import LoopConfig, LoopTrainer, ReanalysingTrainer
-from lzkernel import option
+from lzkernel import ObservationValues, ReanalysableBuffer, option
 
 
 @dataclass
@@ -44,18 +44,17 @@ class ReZeroTrainer(ReanalysingTrainer):
 
     cfg: ReZeroConfig
 
+    buffer: ReanalysableBuffer  # the component's declared need, checked with the config
+
     def reanalyze_buffer(self) -> dict[str, Any]:
-        fn = self.policy.reanalyze_fn
-        if not self.cfg.reuse_search:
-            def fn(obs: Any, legal: Any, to_play: Any, true_action: Any, reuse_value: Any) -> Any:  # noqa: F811
-                return self.policy.reanalyze_fn(obs, legal, to_play, np.full_like(true_action, -1), None)
-        return self.buffer.reanalyze(fn)
+        return self.buffer.reanalyze(self.policy, self.sample_rng, reuse=self.cfg.reuse_search)
 
 
 class MuZeroTrainer(LoopTrainer):
     """Plain MuZero: optional per-batch reanalysis of policy targets."""
 
     cfg: MuZeroTrainerConfig
+    policy: Any  # a LearningPolicy that provides ObservationValues (the component's declared need)
 
     def prepare_batch(self, batch: Any) -> Any:
         n = int(len(batch.indices) * self.cfg.reanalyze_ratio)
@@ -66,7 +65,8 @@ class MuZeroTrainer(LoopTrainer):
         obs = batch.obs[:n].reshape(n * k1, *batch.obs.shape[2:])
         legal = batch.legal[:n].reshape(n * k1, -1)
         to_play = batch.to_play[:n].reshape(n * k1)
-        visits, _ = self.policy.reanalyze_fn(obs, legal, to_play, np.full(n * k1, -1, dtype=np.int64), None)
+        source: ObservationValues = self.policy
+        visits, _ = source.reanalyze_fn(obs, legal, to_play, np.full(n * k1, -1, dtype=np.int64), None)
         fresh = visits.reshape(n, k1, -1) * batch.mask[:n, :, None]
         batch.target_policy[:n] = fresh
         self.timer.add("reanalyze", time.perf_counter() - t0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lzk_muzero.config import VisitTemperatureOptions
+from lzk_common.options import SearchPolicyOptions
 from lzkernel import option
 
 
@@ -78,23 +78,15 @@ class UniZeroModelConfig:
 
 
 @dataclass
-class UniZeroPolicyConfig(VisitTemperatureOptions):
-    """UniZero policy: world model, search constants, learner (the visit temperature options are
-    inherited)."""
+class UniZeroPolicyConfig(SearchPolicyOptions):
+    """UniZero policy: world model, search constants, learner (the visit temperature, search
+    constants and learning geometry come from :class:`~lzk_common.options.SearchPolicyOptions`)."""
 
     model: UniZeroModelConfig = option(default_factory=UniZeroModelConfig, doc="The world model.")
-    frame_stack: int = option(1, doc="Observations stacked along the first axis (model input).", min=1)
     # --- search -------------------------------------------------------------------------------
     num_simulations: int = option(25, doc="MCTS simulations per move in collection and reanalysis "
                                   "(LightZero collect_num_simulations; the CartPole config's 25).", min=1)
     eval_num_simulations: int = option(50, doc="MCTS simulations per move in eval mode.", min=1)
-    discount: float = option(0.997, doc="Discount γ used in search backups.", min=0.0, max=1.0)
-    pb_c_base: float = option(19652.0, doc="pUCT c2.", min=0.0, min_exclusive=True)
-    pb_c_init: float = option(1.25, doc="pUCT c1.", min=0.0)
-    dirichlet_alpha: float = option(0.3, doc="Root Dirichlet noise α.", min=0.0, min_exclusive=True)
-    noise_fraction: float = option(0.25, doc="Root prior mixing weight of the noise.", min=0.0, max=1.0)
-    value_delta_max: float = option(0.01, doc="Floor on the min-max span in value normalisation.", min=0.0)
-    reanalyze_noise: bool = option(True, doc="Add root Dirichlet noise in reanalyse searches.")
     search_backend: str = option(
         "numba", doc="How search simulations run the world model: 'numba' (one compiled kernel per "
         "simulation over all trees: ~3.5x faster simulations and ~3x faster acts at CartPole sizes; "
@@ -102,7 +94,6 @@ class UniZeroPolicyConfig(VisitTemperatureOptions):
         "inference runs in torch either way, and 'numba' applies to float32 models on the CPU only "
         "(others search with torch).",
         choices=("numba", "torch"))
-    search_threads: int = option(1, doc="torch intra-op threads while acting (0: process setting).", min=0)
     search_chunk: int = option(
         128, doc="Largest number of roots searched at once by reanalyze_fn. LightZero uses env_num (8) "
         "because its KV-cache pools are sized for the env count; our search contexts are exact and "
@@ -115,7 +106,6 @@ class UniZeroPolicyConfig(VisitTemperatureOptions):
     # --- targets / learner --------------------------------------------------------------------
     unroll_steps: int = option(5, doc="K: (obs, action) steps of each teacher-forced training sequence "
                                "(2K tokens; 2K+1 <= max_tokens).", min=1)
-    td_steps: int = option(5, doc="n of the n-step value targets (used by the buffer).", min=1)
     batch_size: int = option(256, doc="Learner batch size (sequences).", min=1)
     lr: float = option(1e-4, doc="AdamW learning rate.", min=0.0, min_exclusive=True)
     weight_decay: float = option(1e-4, doc="AdamW weight decay, on parameters with >= 2 dims only.", min=0.0)

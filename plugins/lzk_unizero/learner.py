@@ -15,21 +15,18 @@ One step, in order:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from lzk_muzero.learner import discard_step, finite_priorities, fused_option, nonfinite_error, step_is_finite
-from lzk_muzero.loss import TensorBatch
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.learner import AverageGradients, LearnerBase, finite_priorities, fused_option
+from lzk_common.losses import TensorBatch
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.loss import UniZeroLossWeights, unizero_loss
 from lzk_unizero.model import WorldModel
-
-AverageGradients = Callable[[Iterable[nn.Parameter]], None]
-
 
 def build_optimizer(model: nn.Module, cfg: UniZeroPolicyConfig) -> torch.optim.AdamW:
     """AdamW with decay on parameters of >= 2 dims only (nanoGPT's ``configure_optimizers``)."""
@@ -55,7 +52,7 @@ def loss_weights(cfg: UniZeroPolicyConfig) -> UniZeroLossWeights:
     )
 
 
-class Learner:
+class Learner(LearnerBase):
     """Owns the optimizer and the EMA target of one world-model pair (both modified in place).
 
     ``steps`` counts completed learner steps (skipped non-finite steps do not count).
@@ -64,42 +61,29 @@ class Learner:
     def __init__(self, model: WorldModel, target_model: WorldModel, cfg: UniZeroPolicyConfig,
                  value_support: DiscreteSupport, reward_support: DiscreteSupport, *,
                  average_gradients: AverageGradients | None = None) -> None:
+        super().__init__(build_optimizer(model, cfg), cfg.on_nonfinite, average_gradients)
         self.model, self.target_model, self.cfg = model, target_model, cfg
         self.value_support, self.reward_support = value_support, reward_support
-        self.average_gradients = average_gradients
         self.weights = loss_weights(cfg)
-        self.optimizer = build_optimizer(model, cfg)
-        self.steps = 0
 
     def step(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
-        """One update on ``batch`` (numpy fields as in ``lzk_replay.Batch``) →
+        """One update on ``batch`` (numpy fields as in :class:`lzkernel.Batch`) →
         (metrics ``train/*``, priorities [B] float32)."""
         device = next(self.model.parameters()).device
         tb = TensorBatch.from_batch(batch, device)
-        saved = ([b.clone() for b in self.model.buffers()] + [b.clone() for b in self.target_model.buffers()]
-                 if self.cfg.on_nonfinite == "skip" else None)
+        saved = self.saved_buffers(self.model, self.target_model)
         self.model.train()
         self.target_model.train()
         out = unizero_loss(self.model, self.target_model, tb, self.value_support, self.reward_support,
                            self.weights)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        if self.average_gradients is not None:
-            self.average_gradients(params)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        grad_norm = self.backward_and_clip(out.loss, params, self.cfg.grad_clip)
         values = torch.stack([out.loss.detach(), out.obs.detach(), out.reward.detach(), out.policy.detach(),
                               out.value.detach(), out.entropy, grad_norm.detach().float(), out.value_mean,
                               tb.target_value[:, 0].mean()]).tolist()
-        finite = step_is_finite(values[0], values[6], self.average_gradients is not None)
+        finite = self.commit(values[0], values[6], [*self.model.buffers(), *self.target_model.buffers()], saved)
         if finite:
-            self.optimizer.step()
-            self.steps += 1
             ema_update(self.target_model, self.model, self.cfg.target_update_theta)
-        elif self.cfg.on_nonfinite == "raise":
-            raise nonfinite_error(values[0], values[6], self.steps)
-        else:
-            discard_step(self.optimizer, [*self.model.buffers(), *self.target_model.buffers()], saved)
         self.target_model.eval()
 
         names = ("loss_total", "loss_obs", "loss_reward", "loss_policy", "loss_value", "policy_entropy",
@@ -109,10 +93,3 @@ class Learner:
         metrics["train/skipped_nonfinite"] = 0.0 if finite else 1.0
         priorities = out.priorities.detach().float().cpu().numpy()
         return metrics, priorities if finite else finite_priorities(priorities)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.steps = int(state["steps"])

@@ -28,18 +28,18 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from lzk_muzero.loss import TensorBatch, entropy, soft_cross_entropy
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.losses import LossWeights, TensorBatch, entropy, soft_cross_entropy
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.model import WorldModel
 
 
 @dataclass
-class UniZeroLossWeights:
-    obs: float = 10.0
-    reward: float = 1.0
-    policy: float = 1.0
+class UniZeroLossWeights(LossWeights):
+    """The shared weights (``entropy``: α of the entropy bonus inside the policy term) plus the
+    next-latent loss and the label smoothing of UniZero's targets."""
+
     value: float = 0.5
-    entropy: float = 5e-3  # α of the entropy bonus inside the policy term
+    obs: float = 10.0
     label_smoothing: float = 0.1  # value and reward targets
     policy_label_smoothing: float = 0.0
     latent_loss: str = "mse"  # or "cos_sim"

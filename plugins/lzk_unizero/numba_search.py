@@ -12,9 +12,10 @@ blocks with causal attention over the cached K/V, apply the heads, decode.
 It reads and writes the same :class:`~lzk_unizero.kv_cache.NodeStore` buffers as the torch path
 (numpy views of them: ``tokens`` [R, T, E], ``kv`` [R, L, T, 2E] with K rotated and V without its
 bias, ``length`` [R]), so root inference stays in torch and the invariants of ``kv_cache.py``
-hold unchanged. Weights are float32 numpy copies of an :class:`~lzk_unizero.inference.InferenceNet`
-(the same folding: LayerNorm affines in the following linears, V's bias in the projection's),
-made once per snapshot (:func:`weights_of`), so they follow the policy's weight versions.
+hold unchanged. Weights (:class:`Weights`) are float32 numpy copies of a folded snapshot (the
+same folding: LayerNorm affines in the following linears, V's bias in the projection's), made
+once per snapshot by :func:`lzk_unizero.snapshot.weights_of`, so they follow the policy's weight
+versions; this module knows nothing of the snapshot's own layout.
 
 Numerics: float32 with float64 LayerNorm moments and support expectations, no fastmath; the
 blocks (:mod:`lzk_unizero.numba_ops`) differ from torch's ops by rounding only (tests bound it).
@@ -27,7 +28,7 @@ the blocks of ``numba_ops.py`` compiled in: after editing that file, touch this 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -36,25 +37,14 @@ from numba import njit
 from lzk_unizero import numba_ops as ops
 
 if TYPE_CHECKING:
-    from lzk_muzero.support import DiscreteSupport
-    from lzk_unizero.inference import InferenceNet, _HeadPair
+    from lzk_common.support import DiscreteSupport
     from lzk_unizero.kv_cache import NodeStore
 
 _jit = njit(cache=True, nogil=True, error_model="numpy")  # as numba_ops
 
 
-def numba_supported(net: InferenceNet) -> bool:
-    """Whether the numba step can serve ``net``: a float32 snapshot on the CPU."""
-    return net.device.type == "cpu" and net.dtype == torch.float32
-
-
-def _np(x: torch.Tensor) -> np.ndarray:
-    """A C-contiguous float32 numpy copy of ``x`` (C-contiguous everywhere: one compiled type)."""
-    return np.ascontiguousarray(x.detach().to("cpu", torch.float32).numpy()).copy()
-
-
 class Weights(NamedTuple):
-    """The numba kernel's view of an :class:`InferenceNet` (all float32 C-contiguous, except
+    """The numba kernel's view of a folded snapshot (all float32 C-contiguous, except
     ``ints``). Matrices are [in, out]."""
 
     w_qkv: np.ndarray  # [L, E, 3E]: q, k, v projections of the normalised input (ln1 folded)
@@ -89,49 +79,6 @@ class Weights(NamedTuple):
     ints: np.ndarray  # [2] int64: heads H, SimNorm group (0: LayerNorm latent norm)
 
 
-def _pair(pair: _HeadPair) -> tuple[np.ndarray, ...]:
-    affine = torch.stack([pair.gamma, pair.beta], dim=1)  # [2 heads, (γ, β), F]
-    return (_np(pair.w_1), _np(pair.b_1), _np(affine), _np(pair.w_a), _np(pair.b_a), _np(pair.w_b),
-            _np(pair.b_b))
-
-
-def weights_of(net: InferenceNet) -> Weights:
-    """The kernel's weights of ``net``, built on first use and kept on the snapshot (a new
-    weight version builds a new snapshot, hence new weights)."""
-    if net.numba_weights is not None:
-        return net.numba_weights
-    E, L, T = net.E, net.L, net.T
-    rope = net.rot is not None
-    off = 2 * E if rope else 0  # the folded RoPE projection is [R·q, R·k, q, k, v]: keep q, k, v
-    layers = net.layers
-
-    def stack(f: Callable[[Any], torch.Tensor]) -> np.ndarray:  # one array per weight, [L, ...]
-        return np.ascontiguousarray(np.stack([_np(f(w)) for w in layers]))
-
-    model = net.model
-    if rope:
-        cos, sin = _np(model.rope_cos[:T]), _np(model.rope_sin[:T])
-        pos = np.zeros((0, E), np.float32)
-    else:
-        cos = sin = np.zeros((0, 0), np.float32)
-        pos = _np(net.pos)
-    ln_f = np.stack([_np(net.ln_f[0]), _np(net.ln_f[1])])
-    if net.latent_ln is not None:
-        latent_ln, latent_eps, group = np.stack([_np(net.latent_ln[0]), _np(net.latent_ln[1])]), net.latent_ln[2], 0
-    else:
-        latent_ln, latent_eps, group = np.zeros((2, E), np.float32), 0.0, int(net.latent_norm.group)
-    ap, op = net.action_pair, net.obs_pair
-    eps = [e for w in layers for e in (w.eps1, w.eps2)] + [net.ln_f[2], ap.eps1, ap.eps2, op.eps1, op.eps2,
-                                                           latent_eps]
-    w = Weights(
-        stack(lambda w: w.w_qkv[:, off:]), stack(lambda w: w.b_qkv[off:]), stack(lambda w: w.w_proj),
-        stack(lambda w: w.b_proj), stack(lambda w: w.w_1), stack(lambda w: w.b_1), stack(lambda w: w.w_2),
-        stack(lambda w: w.b_2), cos, sin, pos, _np(net.action_tokens), ln_f, latent_ln, *_pair(ap), *_pair(op),
-        np.asarray(eps, np.float32), np.asarray([net.H, group], np.int64))
-    net.numba_weights = w
-    return w
-
-
 class NumbaStep:
     """:func:`search_step` bound to one search: the snapshot's weights and numpy views of the
     store's buffers (no copies: the kernel extends the contexts root inference wrote in torch).
@@ -139,11 +86,12 @@ class NumbaStep:
     actions) → (reward logits [n, Nr], value logits [n, Nv], policy logits [n, A], expectations
     [2, n] of reward and value in h-space), fresh float32 arrays."""
 
-    def __init__(self, net: InferenceNet, store: NodeStore, keep: int, value_support: DiscreteSupport,
+    def __init__(self, weights: Weights, store: NodeStore, keep: int, value_support: DiscreteSupport,
                  reward_support: DiscreteSupport) -> None:
-        self.weights, self.keep, self.store = weights_of(net), keep, store
+        self.weights, self.keep, self.store = weights, keep, store
         self.tokens, self.kv = store.tokens.numpy(), store.kv.numpy()
-        self.supports = tuple(_np(s.values) for s in (reward_support, value_support))
+        self.supports = tuple(np.ascontiguousarray(s.values.detach().to("cpu", torch.float32).numpy()).copy()
+                              for s in (reward_support, value_support))
 
     def __call__(self, parent: np.ndarray, child: np.ndarray,
                  action: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

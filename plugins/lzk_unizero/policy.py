@@ -20,7 +20,6 @@ behind the policy's back (e.g. a rank-0 weight broadcast) must call :meth:`mark_
 """
 from __future__ import annotations
 
-import copy
 import time
 from types import ModuleType
 from typing import Any, Callable, Sequence
@@ -28,10 +27,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from lzkernel import ActResult, generator_state, set_generator_state
-from lzk_muzero.models import stacked_obs_shape
-from lzk_muzero.policy import torch_threads
-from lzk_muzero.support import DiscreteSupport
+from lzkernel import ActResult
+from lzk_common.acting import choose_actions, torch_threads, visit_distribution
+from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.inference import InferenceNet, SearchSession, numba_supported, sequence_values
 from lzk_unizero.kv_cache import EnvHistory, NodeStore, root_pairs, window_inputs
@@ -39,12 +38,15 @@ from lzk_unizero.learner import Learner
 from lzk_unizero.model import WorldModel
 
 
-class UniZeroPolicy:
-    """UniZero acting + learning (implements :class:`lzkernel.ActingPolicy`).
+class UniZeroPolicy(SearchPolicyBase):
+    """UniZero acting + learning (implements :class:`lzkernel.LearningPolicy` and
+    :class:`lzkernel.SequenceValues`).
 
     Args mirror :class:`lzk_muzero.policy.MuZeroPolicy`: ``obs_shape`` is one unstacked env
     observation; ``seed`` seeds the policy's numpy RNG (noise, tie-breaking, sampling).
     """
+
+    cfg: UniZeroPolicyConfig
 
     def __init__(self, cfg: UniZeroPolicyConfig, obs_shape: Sequence[int], num_actions: int, *,
                  device: str | torch.device = "cpu", seed: int = 0,
@@ -55,31 +57,18 @@ class UniZeroPolicy:
         problems = cfg.validate()
         if problems:
             raise ValueError("invalid UniZero config: " + "; ".join(f"{k}: {m}" for k, m in problems))
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.num_actions = int(num_actions)
-        self.obs_shape = stacked_obs_shape(tuple(obs_shape), cfg.frame_stack)
-        self.rng = np.random.default_rng(seed)
+        super().__init__(cfg, obs_shape, num_actions, device=device, seed=seed)
         self._search = search_module
         self.value_support = DiscreteSupport.from_range(cfg.model.value_support_range, self.device)
         self.reward_support = DiscreteSupport.from_range(cfg.model.reward_support_range, self.device)
-        self.model = WorldModel(cfg.model, self.obs_shape, num_actions, self.value_support.size,
-                                self.reward_support.size).to(self.device)
-        self.target_model = copy.deepcopy(self.model).eval()
-        for p in self.target_model.parameters():
-            p.requires_grad_(False)
-        self.learner = Learner(self.model, self.target_model, cfg, self.value_support, self.reward_support,
-                               average_gradients=average_gradients)
+        self.attach(WorldModel(cfg.model, self.obs_shape, num_actions, self.value_support.size,
+                               self.reward_support.size),
+                    lambda model, target: Learner(model, target, cfg, self.value_support, self.reward_support,
+                                                  average_gradients=average_gradients))
         self.capacity = cfg.model.context_length
         self.history = EnvHistory(root_pairs(self.capacity))
         self._store: NodeStore | None = None  # search contexts; buffers reused across searches
-        # Weight versions and the snapshots built at them ([version, InferenceNet | None]).
-        self.model_version = self.target_version = 0
-        self._nets: dict[str, list[Any]] = {"online": [-1, None], "target": [-1, None]}
-
-    @property
-    def learner_steps(self) -> int:
-        return self.learner.steps
+        self._nets: VersionedSnapshots[InferenceNet] = VersionedSnapshots(self._build_net)
 
     @property
     def history_pairs(self) -> int:
@@ -88,19 +77,22 @@ class UniZeroPolicy:
 
     def mark_weights_changed(self) -> None:
         """Invalidate both search snapshots (call after changing weights directly)."""
-        self.model_version += 1
-        self.target_version += 1
+        self._nets.bump()
+
+    def _build_net(self, which: str) -> InferenceNet:
+        return InferenceNet(self.model if which == "online" else self.target_model, self.capacity)
 
     def _net(self, which: str) -> InferenceNet:
         """The search snapshot of the online or target model at its current weight version."""
-        model, version = ((self.model, self.model_version) if which == "online"
-                          else (self.target_model, self.target_version))
-        slot = self._nets[which]
+        model = self.model if which == "online" else self.target_model
         if model.training:  # the encoder's BatchNorm must use running statistics
             model.eval()
-        if slot[0] != version:
-            slot[1], slot[0] = InferenceNet(model, self.capacity), version
-        return slot[1]
+        return self._nets.get(which)
+
+    def updated_buffers(self) -> list[torch.Tensor]:
+        """The online and the target model's floating buffers: the learner runs both in train
+        mode (the target computes the next-latent labels), so both move with this rank's batch."""
+        return [b for m in (self.model, self.target_model) for b in m.buffers() if b.is_floating_point()]
 
     # ------------------------------------------------------------------------------------------
     def _search_windows(self, which: str, w_obs: np.ndarray, w_act: np.ndarray, n_obs: np.ndarray,
@@ -130,13 +122,11 @@ class UniZeroPolicy:
         return "numba" if self.cfg.search_backend == "numba" and numba_supported(net) else "torch"
 
     def _search_config(self, num_simulations: int) -> Any:
-        c = self.cfg
-        return self._search.SearchConfig(
-            num_simulations=num_simulations, discount=c.discount, pb_c_base=c.pb_c_base, pb_c_init=c.pb_c_init,
-            dirichlet_alpha=c.dirichlet_alpha, noise_fraction=c.noise_fraction, value_delta_max=c.value_delta_max)
+        return self.cfg.search_config(num_simulations)
 
     def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, *, mode: str, env_ids: np.ndarray,
-            temperature: float = 1.0, epsilon: float = 0.0, timestep: np.ndarray | None = None) -> ActResult:
+            temperature: float = 1.0, epsilon: float = 0.0, timestep: np.ndarray | None = None,
+            states: Sequence[Any] | None = None) -> ActResult:
         """One decision per row: root window from the env's history, then a batched search.
 
         ``collect``: root Dirichlet noise, action sampled from visits^(1/temperature) (with
@@ -156,22 +146,15 @@ class UniZeroPolicy:
         result, pred_value = self._search_windows("online", w_obs, w_act, n_obs, legal, to_play, sims,
                                                   add_noise=collect, deterministic=not collect)
         visits = result.visit_counts
-        if not collect or epsilon > 0.0:
-            actions, _ = self._search.select_action(visits, legal, 1.0, self.rng, True)
-            if collect:
-                u = np.where(legal, self.rng.random(legal.shape), -1.0)
-                explore = self.rng.random(len(keys)) < epsilon
-                actions = np.where(explore, u.argmax(axis=1), actions)
-        else:
-            actions, _ = self._search.select_action(visits, legal, float(temperature), self.rng, False)
-        actions = np.asarray(actions, dtype=np.int64)
+        actions = choose_actions(self._search.select_action, visits, legal, collect=collect, temperature=temperature,
+                                 epsilon=epsilon, eps_greedy=False, rng=self.rng)
         for b, key in enumerate(keys):
             self.history.record(key, obs[b], int(actions[b]), None if ts is None else int(ts[b]))
-        visit_dist = (visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)).astype(np.float32)
         metrics = dict(getattr(result, "stats", {}) or {})
         metrics["search/ms"] = (time.perf_counter() - t0) * 1e3
         metrics["search/root_context_tokens"] = float((2 * n_obs - 1).mean())
-        return ActResult(actions, visit_dist, np.asarray(result.root_value, dtype=np.float32), pred_value, metrics)
+        return ActResult(actions, visit_distribution(visits), np.asarray(result.root_value, dtype=np.float32),
+                         pred_value, metrics)
 
     def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:
         """Episodes ended: drop those envs' histories for ``mode``."""
@@ -182,13 +165,12 @@ class UniZeroPolicy:
         """Called after weight changes (LightZero's loop does after each epoch): drops the search
         snapshots and frees the search buffers. No search context outlives its search, so there
         is nothing else to invalidate; env histories are env state and are kept."""
-        self.mark_weights_changed()
-        self._nets = {"online": [-1, None], "target": [-1, None]}
+        self._nets.drop()
         if self._store is not None:
             self._store.release()
 
     # ------------------------------------------------------------------------------------------
-    def reanalyze_fn(self, obs: np.ndarray, actions: np.ndarray, n_obs: np.ndarray, legal: np.ndarray,
+    def window_reanalyze_fn(self, obs: np.ndarray, actions: np.ndarray, n_obs: np.ndarray, legal: np.ndarray,
                      to_play: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Buffer reanalysis (SPEC §4.5 ``reanalyze_buffer``): fresh searches from R history windows
         with the **target** model → (visit_dist [R, A] float32, rows summing to 1; root_value [R]
@@ -219,7 +201,7 @@ class UniZeroPolicy:
         return dist, values
 
     # ------------------------------------------------------------------------------------------
-    def value_fn(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    def sequence_value_fn(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Target-model values of every observation of M sequences: obs [M, T, *O'], actions
         [M, T−1] (the actions between them) → [M, T] float32, in chunks of ``mini_infer_size``."""
         out = np.zeros(obs.shape[:2], np.float32)
@@ -234,24 +216,7 @@ class UniZeroPolicy:
         return out
 
     def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
-        """One learner step on ``batch`` (fields of ``lzk_replay.Batch``) → (metrics, priorities [B])."""
+        """One learner step on ``batch`` (:class:`lzkernel.Batch`) → (metrics, priorities [B])."""
         out = self.learner.step(batch)
         self.mark_weights_changed()  # the optimizer moved the online model, the EMA the target
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(),
-            "target_model": self.target_model.state_dict(),
-            "learner": self.learner.state_dict(),
-            "rng": generator_state(self.rng),  # plain values: loads with weights_only=True
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.target_model.load_state_dict(state["target_model"])
-        self.learner.load_state_dict(state["learner"])
-        self.mark_weights_changed()
-        rng = state.get("rng")
-        if rng is not None:
-            set_generator_state(self.rng, rng)

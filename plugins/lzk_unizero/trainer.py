@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lzk_loop import LoopConfig, ReanalysingTrainer
-from lzkernel import option
+from lzkernel import ReanalysableBuffer, option
 
 
 @dataclass
@@ -44,15 +44,11 @@ class UniZeroSegmentTrainer(ReanalysingTrainer):
 
     cfg: UniZeroSegmentConfig
 
-    def __init__(self, cfg: UniZeroSegmentConfig, run: Any) -> None:
-        super().__init__(cfg, run)
-        for role, obj, method in (("policy", self.policy, "value_fn"), ("buffer", self.buffer, "reanalyze")):
-            if not callable(getattr(obj, method, None)):
-                raise TypeError(f"trainer unizero_segment needs a {role} with {method}()")
+    policy: Any  # a LearningPolicy with SequenceValues and SearchCaches (the component's declared needs)
+    buffer: ReanalysableBuffer
 
     def reanalyze_buffer(self) -> dict[str, Any]:
-        return self.buffer.reanalyze(self.policy.reanalyze_fn, self.sample_rng,
-                                     history=int(self.policy.history_pairs))
+        return self.buffer.reanalyze(self.policy, self.sample_rng)
 
     def train_start_transitions(self) -> int:
         start = super().train_start_transitions()

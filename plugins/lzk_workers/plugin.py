@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lzkernel import Component, hookimpl, option
+from lzkernel import CheckContext, Component, EnvSpec, SegmentBufferOptions, hookimpl, option
 
 
 @dataclass
@@ -48,19 +48,16 @@ class EpisodeEvaluatorConfig:
     every_train_iters: int = option(200, doc="Evaluate at most once per this many train iterations (and at 0).", min=1)
 
 
-def make_episode_collector(cfg: EpisodeCollectorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
-                           policy: Any = None) -> Any:
-    """``policy`` is accepted for the hookspec's calling convention and unused: the policy is
-    passed to every ``collect`` call instead."""
+def make_episode_collector(cfg: EpisodeCollectorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
+    """An :class:`~lzk_workers.collector.EpisodeCollector` (the policy is passed to each ``collect``)."""
     from lzk_workers.collector import EpisodeCollector
 
     return EpisodeCollector(env_spec, envs=cfg.envs, n_episode=cfg.n_episode, seed=run.seed("collector", run.rank),
                             frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
 
 
-def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
-                           policy: Any = None) -> Any:
-    """``policy`` is accepted for the hookspec's calling convention and unused (see ``collect``)."""
+def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
+    """A :class:`~lzk_workers.segment_collector.SegmentCollector`."""
     from lzk_workers.segment_collector import SegmentCollector
 
     return SegmentCollector(env_spec, envs=cfg.envs, num_segments=cfg.num_segments,
@@ -68,14 +65,23 @@ def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: A
                             frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
 
 
-def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: Any, frame_stack: int = 1,
-                           policy: Any = None) -> Any:
-    """``policy`` is accepted for the hookspec's calling convention and unused (see ``evaluate``)."""
+def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
+    """An :class:`~lzk_workers.evaluator.EpisodeEvaluator` on rank 0 (the policy is passed to each ``evaluate``)."""
     from lzk_workers.evaluator import EpisodeEvaluator
 
     return EpisodeEvaluator(env_spec, envs=cfg.envs, episodes=cfg.episodes, seed=run.seed("evaluator"),
                             every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
                             frame_stack=frame_stack)
+
+
+def check_segment_length(ctx: CheckContext) -> list[str]:
+    """Segments finish where the buffer cuts them only when both count the same length."""
+    cfg, buf = ctx.options("collector"), ctx.options("buffer")
+    if isinstance(buf, SegmentBufferOptions) and buf.segment_length != cfg.segment_length:
+        return [f"collector.segment_length ({cfg.segment_length}) must equal buffer.segment_length "
+                f"({buf.segment_length}) of buffer '{ctx.name('buffer')}', so that a collect returns whole "
+                f"buffer segments"]
+    return []
 
 
 @hookimpl
@@ -84,6 +90,7 @@ def lzkernel_register_collectors() -> list[Component]:
         Component("episode", factory=make_episode_collector, config=EpisodeCollectorConfig,
                   doc="Whole episodes per collect on persistent envs, one Trajectory per episode."),
         Component("segment", factory=make_segment_collector, config=SegmentCollectorConfig,
+                  check=check_segment_length,
                   doc="A number of finished episode pieces per collect (UniZero); envs and unfinished "
                       "pieces persist across collects."),
     ]

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from lzkernel import ActingPolicy, ActResult, EnvSpec, StepBatch, Trajectory, VectorEnv
+from lzkernel import ActingPolicy, ActResult, EnvSpec, StepBatch, Trajectory, VectorEnv, sample_from_weights
 
 
 def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
@@ -78,11 +78,10 @@ class RandomActor:
 
     def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, *, mode: str,
             env_ids: np.ndarray, temperature: float = 1.0, epsilon: float = 0.0,
-            timestep: np.ndarray | None = None) -> ActResult:
+            timestep: np.ndarray | None = None, states: Sequence[Any] | None = None) -> ActResult:
         legal = np.asarray(legal, bool)  # [B, A]
         n_legal = legal.sum(axis=1)  # [B], >= 1 by the StepBatch contract
-        pick = np.floor(self.rng.random(len(legal)) * n_legal).astype(np.int64)  # index among legal
-        action = np.argmax(np.cumsum(legal, axis=1) > pick[:, None], axis=1).astype(np.int64)
+        action = sample_from_weights(legal.astype(np.float64), legal, self.rng)
         zeros = np.zeros(len(legal), np.float32)
         return ActResult(action=action, visit_dist=(legal / n_legal[:, None]).astype(np.float32),
                          root_value=zeros, pred_value=zeros.copy())
@@ -275,9 +274,11 @@ class EpisodePlayer:
             state = self._state
             assert state is not None
             ids = np.flatnonzero(active)  # [B] sorted env ids that act this step
+            states = None if state.states is None else [state.states[i] for i in ids]
             res = _check_act(
                 policy.act(self.window.stacked(ids), state.legal[ids], state.to_play[ids], mode=self.mode,
-                           env_ids=ids, temperature=temperature, epsilon=epsilon, timestep=self.timestep[ids]),
+                           env_ids=ids, temperature=temperature, epsilon=epsilon, timestep=self.timestep[ids],
+                           states=states),
                 len(ids), self.num_actions,
             )
             for k, v in (res.metrics or {}).items():

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from lzkernel import Component, hookimpl, option
+from lzkernel import Component, ObservationValues, ReanalysableBuffer, TargetSpec, hookimpl, option
 
 
 @dataclass
@@ -79,6 +79,23 @@ class FakePolicy:
         self.rng = np.random.default_rng(run.seed("policy", run.rank))
         self.average = run.comm.average_gradients if run.world_size > 1 else None
         self.weights_changed = 0
+        self._target_updated = False
+
+    @property
+    def target_spec(self) -> TargetSpec:
+        c = self.cfg
+        return TargetSpec(unroll_steps=c.unroll_steps, td_steps=c.td_steps, discount=c.discount, frame_stack=1,
+                          batch_size=c.batch_size)
+
+    def exploration(self, train_iter: int, env_steps: int) -> tuple[float, float]:
+        return 1.0, 0.0
+
+    def replicated_tensors(self) -> list[Any]:
+        return [t for m in (self.model, self.target_model) for t in (*m.parameters(), *m.buffers())]
+
+    def updated_buffers(self) -> list[Any]:
+        mods = (self.model, self.target_model) if self._target_updated else (self.model,)
+        return [b for m in mods for b in m.buffers() if b.is_floating_point()]
 
     def mark_weights_changed(self) -> None:
         self.weights_changed += 1
@@ -106,7 +123,8 @@ class FakePolicy:
         with torch.no_grad():
             for p in self.model.parameters():
                 p -= self.cfg.lr * p.grad
-        if self.learn_calls % self.cfg.target_update_freq == 0:
+        self._target_updated = self.learn_calls % self.cfg.target_update_freq == 0
+        if self._target_updated:
             self.target_model.load_state_dict(self.model.state_dict())
             self.target_version += 1
         return {"train/loss": float(loss.detach())}, np.ones(len(batch.indices), dtype=np.float32)
@@ -132,17 +150,14 @@ class FakeBuffer:
         self.num_transitions += n
         return n
 
-    def trim(self) -> None:
-        pass
-
-    def sample(self, batch_size: int, rng: np.random.Generator, value_fn: Any) -> Any:
+    def sample(self, batch_size: int, rng: np.random.Generator, source: Any) -> Any:
         self.samples += 1
         return SimpleNamespace(indices=rng.integers(0, self.num_transitions, size=batch_size))
 
     def update_priorities(self, indices: Any, priorities: Any) -> None:
         pass
 
-    def reanalyze(self, fn: Any) -> dict[str, float]:
+    def reanalyze(self, source: Any, rng: Any, *, reuse: bool = True) -> dict[str, float]:
         self.reanalyses += 1
         return {"roots": float(self.num_transitions)}
 
@@ -216,12 +231,13 @@ def lzkernel_register_envs() -> list[Component]:
 @hookimpl
 def lzkernel_register_policies() -> list[Component]:
     return [Component("fake", factory=lambda cfg, run, env_spec: FakePolicy(cfg, run, env_spec),
-                      config=FakePolicyConfig, doc="test")]
+                      config=FakePolicyConfig, provides=(ObservationValues,), doc="test")]
 
 
 @hookimpl
 def lzkernel_register_buffers() -> list[Component]:
-    return [Component("fake", factory=lambda cfg, run, **kw: FakeBuffer(), config=None, doc="test")]
+    return [Component("fake", factory=lambda cfg, run, **kw: FakeBuffer(), config=None,
+                      provides=(ReanalysableBuffer,), doc="test")]
 
 
 @hookimpl

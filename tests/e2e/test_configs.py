@@ -27,7 +27,8 @@ POLICY = {
     "unizero": ["policy.model.embed_dim=16", "policy.eval_num_simulations=4"],
 }
 COLLECTOR = {"episode": ["collector.envs=2", "collector.n_episode=2"],
-             "segment": ["collector.envs=2", "collector.num_segments=2", "collector.segment_length=20"]}
+             "segment": ["collector.envs=2", "collector.num_segments=2", "collector.segment_length=20",
+                         "buffer.segment_length=20"]}
 SCHEDULE = {"fixed": ["update_schedule.updates_per_collect=10"], "replay_ratio": []}
 TRAINER = {"rezero": ["trainer.reanalyze_min_transitions=100"], "muzero": ["trainer.reanalyze_ratio=0.25"],
            "unizero_segment": ["trainer.buffer_reanalyze_freq=1", "trainer.reanalyze_min_transitions=100",

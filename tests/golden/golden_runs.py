@@ -12,6 +12,10 @@ carries a fingerprint of both and the test compares only where it matches; elsew
 the integer-valued fields (env steps, episode counts, buffer sizes) that do not depend on
 rounding until the trajectories diverge, and says so.
 
+numba's fast-math kernels round differently in the process that compiles them than in later
+processes that load them from numba's cache, so :func:`warm_caches` first runs every config for
+a few steps (compiling into the cache) and the compared runs all load cached kernels.
+
     python tests/golden/golden_runs.py --write     # re-record (only after a deliberate change of numbers)
 """
 from __future__ import annotations
@@ -45,7 +49,8 @@ RUNS: dict[str, list[str]] = {
     "cartpole_unizero": ["policy.model.embed_dim=16", "policy.batch_size=32", "policy.eval_num_simulations=4",
                          "trainer.buffer_reanalyze_freq=1", "trainer.reanalyze_min_transitions=100",
                          "buffer.reanalyze_sequences=8", "update_schedule.ratio=0.05",
-                         "collector.envs=2", "collector.num_segments=2", "collector.segment_length=20"],
+                         "collector.envs=2", "collector.num_segments=2", "collector.segment_length=20",
+                         "buffer.segment_length=20"],
 }
 COMMON = ["run.max_env_steps=500", "run.threads=1", "run.checkpoint_every=1000", "run.log_every=5",
           "run.progress=false", "policy.num_simulations=6", "evaluator.envs=2", "evaluator.episodes=2",
@@ -87,11 +92,25 @@ def _param_digest(ckpt: Path) -> str:
     return h.hexdigest()
 
 
+def _lzkernel_run(stem: str, out_dir: Path, extra: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, "-m", "lzkernel", "run", str(ROOT / "configs" / f"{stem}.yaml"),
+            f"run.out_dir={out_dir}", *COMMON, *RUNS[stem], *extra]
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def warm_caches(tmp: Path, timeout: float = 600) -> None:
+    """Compile every numba kernel the golden runs use into numba's on-disk cache (a short run of
+    each config: acting, evaluation and a few updates)."""
+    for stem in RUNS:
+        proc = _lzkernel_run(stem, tmp / f"warm_{stem}", ["run.max_env_steps=60", "evaluator.every_train_iters=2"],
+                             timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"warm-up run {stem} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+
+
 def run_one(stem: str, out_dir: Path, timeout: float = 600) -> dict[str, Any]:
     """Run config ``stem`` with the golden overrides into ``out_dir``; its comparable record."""
-    args = [sys.executable, "-m", "lzkernel", "run", str(ROOT / "configs" / f"{stem}.yaml"),
-            f"run.out_dir={out_dir}", *COMMON, *RUNS[stem]]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = _lzkernel_run(stem, out_dir, [], timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"golden run {stem} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     events = []
@@ -110,6 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     record: dict[str, Any] = {"fingerprint": fingerprint(), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
+        warm_caches(Path(tmp))
         for stem in RUNS:
             record["runs"][stem] = run_one(stem, Path(tmp) / stem)
             print(f"{stem}: {len(record['runs'][stem]['events'])} events, params {record['runs'][stem]['params'][:12]}")

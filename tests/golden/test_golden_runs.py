@@ -17,8 +17,14 @@ RECORD = json.loads(golden_runs.RECORD.read_text())
 _INTEGRAL = ("event", "train_iter", "env_steps")
 
 
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """numba kernels compiled into the cache before any compared run (see golden_runs)."""
+    golden_runs.warm_caches(tmp_path_factory.mktemp("golden_warm"))
+
+
 @pytest.mark.parametrize("stem", sorted(golden_runs.RUNS))
-def test_golden_run_reproduces_the_record(stem: str, tmp_path: Path) -> None:
+def test_golden_run_reproduces_the_record(stem: str, tmp_path: Path, warm: None) -> None:
     expected = RECORD["runs"][stem]
     got = golden_runs.run_one(stem, tmp_path / "run")
     same_machine = golden_runs.fingerprint() == RECORD["fingerprint"]

@@ -1,7 +1,36 @@
-"""Fake models for the search tests: recurrent_fn callables with deterministic outputs."""
+"""Fake models for the search tests, written per tree as ``model(batch_idx [B'], parent_node [B'],
+action [B'], new_node) -> (reward, value, logits)``, and :func:`search`, which runs
+``lzk_mcts.search`` with such a model through the slot interface (checking the slot numbering:
+slot = node·B + b, one new node index per step)."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
+
+import lzk_mcts
+from lzk_mcts import StepOutput
+
+#: A per-tree test model: (batch_idx, parent_node, action, new_node) -> (reward, value, logits).
+TreeModel = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def as_step(model: TreeModel, batch: int) -> Callable[[np.ndarray, np.ndarray, np.ndarray], StepOutput]:
+    """The search step of a per-tree test model, for ``batch`` trees."""
+
+    def step(parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
+        b, new_nodes = np.divmod(child_slot, batch)[::-1]
+        assert (new_nodes == new_nodes[0]).all(), "one step creates one node index in every tree it serves"
+        assert (parent_slot % batch == b).all(), "parent and child slots belong to the same tree"
+        out = model(b, parent_slot // batch, np.asarray(action).copy(), int(new_nodes[0]))
+        return out if isinstance(out, StepOutput) else StepOutput(*out)
+
+    return step
+
+
+def search(model: TreeModel, root_logits: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+    """``lzk_mcts.search`` with a per-tree test model."""
+    return lzk_mcts.search(as_step(model, np.asarray(root_logits).shape[0]), root_logits, *args, **kwargs)
 
 
 class FakeModel:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lzk_mcts import SearchConfig, search
+from lzk_mcts import SearchConfig
+from mcts_fakes import search
 
 
 class ArmModel:

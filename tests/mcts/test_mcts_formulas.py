@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from lzk_mcts import SearchConfig, search
+from lzk_mcts import SearchConfig
 from lzk_mcts.tree import arm_score, clip01, minmax_normalize, prior_score, ucb_score
+from mcts_fakes import search
 
 INF = math.inf
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lzk_mcts import SearchConfig, search
-from mcts_fakes import FakeModel, random_reuse, random_roots
+from lzk_mcts import SearchConfig
+from mcts_fakes import FakeModel, random_reuse, random_roots, search
 from reference import reference_search
 
 

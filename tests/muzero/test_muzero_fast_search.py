@@ -21,7 +21,7 @@ from lzk_muzero.models import build_model
 from lzk_muzero import numba_mlp
 from lzk_muzero.numba_mlp import NumbaMLP, decode_row, dense, exp_f32, folded_residual_mlp, pack_weights
 from lzk_muzero.policy import MuZeroPolicy
-from lzk_muzero.support import DiscreteSupport, inverse_scalar_transform
+from lzk_common.support import DiscreteSupport, inverse_scalar_transform
 from muzero_helpers import make_batch, randomize, small_model_cfg, small_policy_cfg
 from numba import njit
 
@@ -153,7 +153,7 @@ def test_step_matches_torch(case: str, chunk_rows: int, monkeypatch: pytest.Monk
              (np.array([1, 6, 8]), np.array([2, 1, 2]))]
     for sim, (trees, parents) in enumerate(calls):
         action = rng.integers(0, c["actions"], len(trees))
-        reward, value, logits = rec(trees, parents, action, sim + 1)
+        reward, value, logits = rec(parents * b + trees, action, (sim + 1) * b + trees)
         s = torch.from_numpy(np.stack([latents[(p, t)] for p, t in zip(parents, trees)]))
         with torch.no_grad():
             nxt, r, v, p = net.recurrent_inference(s, torch.from_numpy(action))

@@ -8,7 +8,7 @@ import torch
 from lzk_muzero.config import MuZeroModelConfig
 from lzk_muzero.inference import FusedMLPRecurrent, SearchNetwork, fold_batchnorm
 from lzk_muzero.models import build_model
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.support import DiscreteSupport
 from muzero_helpers import randomize, small_model_cfg
 
 SUPPORT = DiscreteSupport.from_range([-10, 11, 1])
@@ -105,10 +105,15 @@ def test_recurrent_fn_store_and_decoding(fuse_max_batch: int) -> None:
     assert np.allclose(logits, ref_p.numpy(), atol=1e-5)
 
     fn = net.begin(latent, num_simulations=3)
+
+    def step(trees: np.ndarray, parents: np.ndarray, action: np.ndarray, new_node: int) -> tuple[np.ndarray, ...]:
+        out = fn(parents * 4 + trees, action, new_node * 4 + trees)  # slots: node·B + b, B = 4
+        return out.reward, out.value, out.prior_logits
+
     # Simulation 0: every tree expands action (b % 3) from the root into node 1.
-    r1, v1, p1 = fn(np.arange(4), np.zeros(4, np.int64), np.arange(4) % 3, 1)
+    r1, v1, p1 = step(np.arange(4), np.zeros(4, np.int64), np.arange(4) % 3, 1)
     # Simulation 1: trees 1 and 3 only, from node 1 with action 2, into node 2.
-    r2, v2, p2 = fn(np.array([1, 3]), np.array([1, 1]), np.array([2, 2]), 2)
+    r2, v2, p2 = step(np.array([1, 3]), np.array([1, 1]), np.array([2, 2]), 2)
     with torch.no_grad():
         s1, rr1, vv1, pp1 = model.recurrent_inference(ref_latent, torch.arange(4) % 3)
         s2, rr2, vv2, pp2 = model.recurrent_inference(s1[[1, 3]], torch.tensor([2, 2]))
@@ -119,7 +124,7 @@ def test_recurrent_fn_store_and_decoding(fuse_max_batch: int) -> None:
     assert np.allclose(v2, SUPPORT.decode(vv2).numpy(), atol=1e-4)
     assert np.allclose(p2, pp2.numpy(), atol=1e-5)
     assert r1.dtype == v1.dtype == p1.dtype == np.float32 and p2.flags.c_contiguous
-    assert torch.allclose(net._store[2, [1, 3]], s2, atol=1e-5)
+    assert torch.allclose(net.latents.tensor[[2 * 4 + 1, 2 * 4 + 3]], s2, atol=1e-5)
     assert net.forward_calls == 2 and net.forward_seconds > 0.0
 
 
@@ -131,7 +136,8 @@ def test_recurrent_fn_with_different_supports() -> None:
     net = SearchNetwork(model, SUPPORT, rs)
     assert net.fused is None and not net.joint_decode
     latent, _, _ = net.initial(torch.randn(3, 4))
-    r, v, _ = net.begin(latent, 1)(np.arange(3), np.zeros(3, np.int64), np.array([0, 1, 0]), 1)
+    out = net.begin(latent, 1)(np.arange(3), np.array([0, 1, 0]), 3 + np.arange(3))  # node 0 → node 1, B = 3
+    r, v = out.reward, out.value
     with torch.no_grad():
         _, rr, vv, _ = model.recurrent_inference(latent, torch.tensor([0, 1, 0]))
     assert np.allclose(r, rs.decode(rr).numpy(), atol=1e-4) and np.allclose(v, SUPPORT.decode(vv).numpy(), atol=1e-4)

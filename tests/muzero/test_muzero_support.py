@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from lzk_muzero.support import (
+from lzk_common.support import (
     DiscreteSupport,
     inverse_scalar_transform,
     inverse_scalar_transform_np,

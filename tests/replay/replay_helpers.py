@@ -5,7 +5,8 @@ which (episode, step) it came from.
 """
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -47,3 +48,14 @@ def make_buffer(**kw: Any) -> GameBuffer:
                                 discount=0.9, frame_stack=1, obs_shape=(2,), num_actions=A)
     args.update(kw)
     return GameBuffer(**args)
+
+
+def source(fn: Callable[..., Any], history_pairs: int = 0) -> SimpleNamespace:
+    """A value source (what buffers ask of a policy) serving one test callable as every method of
+    :class:`lzkernel.ObservationValues` and :class:`lzkernel.SequenceValues`."""
+    return SimpleNamespace(value_fn=fn, reanalyze_fn=fn, sequence_value_fn=fn, window_reanalyze_fn=fn,
+                           history_pairs=history_pairs)
+
+
+#: Buffer reanalysis takes an rng; the ``game`` buffer's round-robin selection does not use it.
+NO_RNG = np.random.default_rng(0)

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from replay_helpers import make_buffer, obs_value, traj
+from replay_helpers import make_buffer, obs_value, source, traj
 
 from lzk_replay import GameBuffer, SegmentCutter
 from lzk_replay.sampling import draw
+from lzkernel import TargetSpec
 from lzkernel.config.schema import validate
 
 L = 10
@@ -48,7 +50,7 @@ def test_trim_keeps_every_index_aligned_over_many_pushes() -> None:
             reference.pop(0)
         check_invariants(buf, reference)
         if ep % 7 == 0:  # sampled indices point at the right transitions
-            b = buf.sample(min(32, buf.num_transitions), rng, obs_value)
+            b = buf.sample(min(32, buf.num_transitions), rng, source(obs_value))
             g, t = np.divmod(b.indices, L)
             slots = buf.store.slot_of(g)
             np.testing.assert_array_equal(b.obs[:, 0, -1], buf.store.timestep[slots, t])
@@ -68,11 +70,11 @@ def test_capacity_is_a_hard_limit_even_for_one_oversized_push() -> None:
 def test_sampling_covers_every_transition_without_replacement() -> None:
     buf = make_buffer()
     buf.push([traj(23, ep=0), traj(9, ep=1, env_id=1)])
-    b = buf.sample(32, np.random.default_rng(0), obs_value)
+    b = buf.sample(32, np.random.default_rng(0), source(obs_value))
     assert len(np.unique(b.indices)) == 32
     assert sorted(zip(b.obs[:, 0, 0], b.obs[:, 0, 1])) == sorted([(0, t) for t in range(23)] + [(1, t) for t in range(9)])
     np.testing.assert_array_equal(b.weights, 1.0)
-    big = buf.sample(50, np.random.default_rng(0), obs_value)  # more than stored: with replacement
+    big = buf.sample(50, np.random.default_rng(0), source(obs_value))  # more than stored: with replacement
     assert len(big) == 50 and len(np.unique(big.indices)) <= 32
 
 
@@ -80,7 +82,7 @@ def test_priority_updates_land_on_the_sampled_positions() -> None:
     buf = make_buffer(use_priority=True)
     buf.push([traj(35, ep=0), traj(12, ep=1, env_id=1)])
     rng = np.random.default_rng(2)
-    b = buf.sample(8, rng, obs_value)
+    b = buf.sample(8, rng, source(obs_value))
     new = np.arange(1, 9, dtype=np.float64) * 3.0
     assert buf.update_priorities(b.indices, new) == 8
     np.testing.assert_array_equal(buf.get_priorities(b.indices), new)
@@ -93,7 +95,7 @@ def test_priority_updates_land_on_the_sampled_positions() -> None:
 def test_stale_priority_updates_are_dropped_after_a_trim_reuses_the_slots() -> None:
     buf = make_buffer(capacity=160, use_priority=True)
     buf.push([traj(150, ep=0)])  # ids 0..14 in slots 0..14 of 16
-    old = buf.sample(150, np.random.default_rng(3), obs_value)
+    old = buf.sample(150, np.random.default_rng(3), source(obs_value))
     buf.push([traj(30, ep=1)])  # ids 15..17: ids 0, 1 are dropped and 16, 17 reuse their slots
     st = buf.store
     assert st.num_slots == 16 and list(st.seg_id[:2]) == [16, 17]
@@ -111,7 +113,7 @@ def test_new_data_priorities() -> None:
     buf = make_buffer(use_priority=True)
     buf.push([traj(5)])
     np.testing.assert_array_equal(buf.store.prio[0, :5], 1.0)  # empty buffer: 1
-    b = buf.sample(5, np.random.default_rng(0), obs_value)
+    b = buf.sample(5, np.random.default_rng(0), source(obs_value))
     buf.update_priorities(b.indices, np.array([0.5, 4.0, 2.0, 1.0, 0.1]))
     buf.push([traj(3, ep=1, env_id=1)])
     np.testing.assert_array_equal(buf.store.prio[1, :3], 4.0)  # the max stored priority
@@ -126,13 +128,13 @@ def test_new_data_priorities() -> None:
 def test_prioritised_sampling_follows_p_alpha() -> None:
     buf = make_buffer(use_priority=True, priority_alpha=0.6)
     buf.push([traj(4)])
-    idx = buf.sample(4, np.random.default_rng(0), obs_value).indices
+    idx = buf.sample(4, np.random.default_rng(0), source(obs_value)).indices
     p = np.array([1.0, 2.0, 4.0, 8.0])
     buf.update_priorities(idx, p)
     counts = np.zeros(4)
     rng = np.random.default_rng(5)
     for _ in range(10):  # batch > stored: with replacement, so frequencies are single-draw probabilities
-        b = buf.sample(2000, rng, obs_value)
+        b = buf.sample(2000, rng, source(obs_value))
         counts += np.bincount(np.divmod(b.indices, L)[1], minlength=4)
     expected = (p**0.6 + 1e-6) / (p**0.6 + 1e-6).sum()
     np.testing.assert_allclose(counts / counts.sum(), expected, atol=0.01)
@@ -152,9 +154,9 @@ def test_draw_without_replacement_is_unique_and_favours_heavy_positions() -> Non
 def test_importance_weights_formula() -> None:
     buf = make_buffer(use_priority=True, priority_beta=0.4)
     buf.push([traj(20)])
-    idx = buf.sample(20, np.random.default_rng(0), obs_value).indices
+    idx = buf.sample(20, np.random.default_rng(0), source(obs_value)).indices
     buf.update_priorities(idx, np.linspace(0.1, 5.0, 20))
-    b = buf.sample(6, np.random.default_rng(1), obs_value)
+    b = buf.sample(6, np.random.default_rng(1), source(obs_value))
     p = buf.get_priorities(b.indices)
     all_w = (np.linspace(0.1, 5.0, 20) ** 0.6 + 1e-6).sum()
     w = (20 * (p**0.6 + 1e-6) / all_w) ** -0.4
@@ -167,7 +169,7 @@ def test_state_dict_round_trip_is_exact() -> None:
     rng = np.random.default_rng(0)
     for ep in range(8):
         buf.push([traj(int(rng.integers(3, 30)), ep=ep, env_id=ep % 2)])
-        b = buf.sample(8, rng, obs_value)
+        b = buf.sample(8, rng, source(obs_value))
         buf.update_priorities(b.indices, rng.random(8) * 3)
     meta, arrays = buf.state_dict()
     meta = json.loads(json.dumps(meta))  # JSON-able
@@ -179,8 +181,8 @@ def test_state_dict_round_trip_is_exact() -> None:
     for name in buf.store.array_names:
         np.testing.assert_array_equal(getattr(other.store, name)[live], getattr(buf.store, name)[live], err_msg=name)
     np.testing.assert_array_equal(other.store.weights, buf.store.weights)
-    b1 = buf.sample(16, np.random.default_rng(9), obs_value)
-    b2 = other.sample(16, np.random.default_rng(9), obs_value)
+    b1 = buf.sample(16, np.random.default_rng(9), source(obs_value))
+    b2 = other.sample(16, np.random.default_rng(9), source(obs_value))
     for f in fields(b1):
         np.testing.assert_array_equal(getattr(b1, f.name), getattr(b2, f.name), err_msg=f.name)
     with pytest.raises(ValueError):
@@ -199,6 +201,7 @@ def test_plugin_registers_the_game_buffer() -> None:
     assert problems == [] and parsed.capacity == 100_000 and parsed.use_priority
     assert "buffer.capacity" in validate(GameBufferConfig, {"capacity": 10}, "buffer")[1][0]
     assert "buffer.reanalyze_max_roots" in validate(GameBufferConfig, {"reanalyze_max_roots": -1}, "buffer")[1][0]
-    buf = comp.factory(cfg, object(), unroll_steps=5, td_steps=5, discount=0.997, frame_stack=1,
-                       obs_shape=(4,), num_actions=2)
+    buf = comp.factory(cfg, object(), env_spec=SimpleNamespace(obs_shape=(4,), num_actions=2),
+                       target_spec=TargetSpec(unroll_steps=5, td_steps=5, discount=0.997,
+                                              frame_stack=1, batch_size=256))
     assert isinstance(buf, GameBuffer) and (buf.K, buf.n, buf.L, buf.capacity) == (5, 5, 50, 1_000_000)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from replay_helpers import A, make_buffer, obs_value, traj
+from replay_helpers import NO_RNG, A, make_buffer, obs_value, source, traj
 
 from lzk_replay import GameBuffer
 
@@ -44,7 +44,7 @@ def test_every_transition_is_searched_once_backwards_with_reuse() -> None:
     episodes = [traj(T, ep=ep, env_id=ep % 3) for ep, T in enumerate([37, 4, 25, 60, 11])]
     buf.push(episodes)
     fake = FakeSearch()
-    stats = buf.reanalyze(fake)
+    stats = buf.reanalyze(source(fake), NO_RNG)
     searched = [(int(e), int(s)) for c in fake.calls for e, s in zip(c["ep"], c["step"])]
     assert sorted(searched) == stored_transitions(buf)  # all of them, each once
     assert stats["roots"] == buf.num_transitions and stats["groups"] == 10 and stats["calls"] == 10
@@ -63,7 +63,7 @@ def test_every_transition_is_searched_once_backwards_with_reuse() -> None:
 def test_write_back_lands_in_visits_root_values_and_padding() -> None:
     buf = make_buffer(capacity=1000)  # L = 10, K + n = 6
     buf.push([traj(26, ep=2)])
-    buf.reanalyze(FakeSearch())
+    buf.reanalyze(source(FakeSearch()), NO_RNG)
     st = buf.store
     for s in st.live_slots():
         first, D = int(st.timestep[s, 0]), int(st.n_data[s])
@@ -73,7 +73,7 @@ def test_write_back_lands_in_visits_root_values_and_padding() -> None:
         np.testing.assert_array_equal(st.root_values[s, :D], values)
     assert int(st.n_data[st.live_slots()[0]]) == 16  # segment 0 does have padding
     # and the learner's policy targets (including those read from padding) are the new ones
-    b = buf.sample(26, np.random.default_rng(0), obs_value)
+    b = buf.sample(26, np.random.default_rng(0), source(obs_value))
     for row in range(26):
         for k in range(buf.K + 1):
             step = int(b.obs[row, 0, 1]) + k
@@ -84,7 +84,7 @@ def test_write_back_lands_in_visits_root_values_and_padding() -> None:
 def test_padding_longer_than_a_segment_is_refreshed_through_chains() -> None:
     buf = make_buffer(segment_length=3, unroll_steps=3, td_steps=4)  # pad 7 > L
     buf.push([traj(20, ep=1)])
-    buf.reanalyze(FakeSearch())
+    buf.reanalyze(source(FakeSearch()), NO_RNG)
     st = buf.store
     for s in st.live_slots():
         D = int(st.n_data[s])
@@ -98,7 +98,7 @@ def test_capped_reanalysis_cycles_round_robin_over_whole_segments() -> None:
     seen: list[tuple[int, int]] = []
     for _ in range(4):
         fake = FakeSearch()
-        stats = buf.reanalyze(fake)
+        stats = buf.reanalyze(source(fake), NO_RNG)
         assert stats["roots"] <= 25 and all(len(c["ep"]) <= 4 for c in fake.calls)
         seen += [(int(e), int(s)) for c in fake.calls for e, s in zip(c["ep"], c["step"])]
     total = buf.num_transitions
@@ -110,6 +110,24 @@ def test_split_calls_give_the_same_result_as_one_call_per_group() -> None:
     a, b = make_buffer(reanalyze_batch_size=0), make_buffer(reanalyze_batch_size=3)
     for buf in (a, b):
         buf.push([traj(33, ep=0), traj(14, ep=1, env_id=1)])
-        buf.reanalyze(FakeSearch())
+        buf.reanalyze(source(FakeSearch()), NO_RNG)
     np.testing.assert_array_equal(a.store.root_values, b.store.root_values)
     np.testing.assert_array_equal(a.store.visit_dist, b.store.visit_dist)
+
+
+def test_reuse_can_be_switched_off() -> None:
+    """reuse=False: every root is searched without a true action or a reuse value."""
+    buf = make_buffer(capacity=120)
+    buf.push([traj(12, ep=0)])
+    seen: list[tuple[np.ndarray, object]] = []
+
+    def fn(obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, true_action: np.ndarray,
+           reuse_value: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        seen.append((np.asarray(true_action).copy(), reuse_value))
+        return np.full((len(obs), A), 1.0 / A, np.float32), np.zeros(len(obs), np.float32)
+
+    buf.reanalyze(source(fn), NO_RNG, reuse=False)
+    assert seen and all((ta == -1).all() and rv is None for ta, rv in seen)
+    seen.clear()
+    buf.reanalyze(source(fn), NO_RNG, reuse=True)
+    assert any((ta >= 0).any() and rv is not None for ta, rv in seen)  # reuse on: true actions and values

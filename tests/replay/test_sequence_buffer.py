@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
-from replay_helpers import A, make_buffer, obs_value, traj
+from replay_helpers import A, make_buffer, obs_value, source, traj
 
 from lzk_replay import GameBuffer, SequenceGameBuffer
 from lzk_replay.sequence_reanalyze import select_segments
-from lzkernel import Trajectory
+from lzkernel import TargetSpec, Trajectory
 from lzkernel.config.schema import validate
 
 GAMMA = 0.9
@@ -72,7 +73,7 @@ def ref_targets(tr: Trajectory, e: int, K: int, n: int, ep: int) -> list[float]:
 
 
 def sample_all(buf: GameBuffer, value_fn: Any, seed: int = 0):
-    return buf.sample(buf.num_transitions, np.random.default_rng(seed), value_fn)
+    return buf.sample(buf.num_transitions, np.random.default_rng(seed), source(value_fn))
 
 
 # ---------------------------------------------------------------------------------- bootstrap values
@@ -114,7 +115,7 @@ def test_value_fn_gets_one_teacher_forced_sequence_per_sample() -> None:
     tr = traj(T, ep=3, terminal=False)  # truncated: every alive entry bootstraps, so M = B
     buf.push([tr])
     fake = FakeSequenceModel()
-    b = buf.sample(T, np.random.default_rng(1), fake)
+    b = buf.sample(T, np.random.default_rng(1), source(fake))
     assert len(fake.calls) == 1
     obs, actions = fake.calls[0]
     assert obs.shape == (T, K + 1, 2) and obs.dtype == np.float32
@@ -135,7 +136,7 @@ def test_sequence_padding_actions_are_uniform_from_the_final_observation_on() ->
     buf = make_seq(unroll_steps=3, td_steps=1)
     buf.push([traj(1, terminal=False)])  # one root: the sequence is o_1 repeated, all actions padding
     fake = FakeSequenceModel()
-    buf.sample(3000, np.random.default_rng(0), fake)  # with replacement: 3000 copies of the root
+    buf.sample(3000, np.random.default_rng(0), source(fake))  # with replacement: 3000 copies of the root
     actions = fake.calls[0][1]
     assert actions.shape == (3000, 3)
     for j in range(3):  # including j = 0, the action right after the final observation (step D)
@@ -165,11 +166,11 @@ def test_every_non_value_field_equals_game_buffer(use_priority: bool) -> None:
         buf.push(episodes)
         if use_priority:
             value_fn = obs_value if buf is game else FakeSequenceModel()
-            idx = buf.sample(buf.num_transitions, np.random.default_rng(0), value_fn).indices
+            idx = buf.sample(buf.num_transitions, np.random.default_rng(0), source(value_fn)).indices
             buf.update_priorities(idx, np.linspace(0.1, 3.0, idx.shape[0]))
     for seed in range(3):
-        a = seq.sample(24, np.random.default_rng(seed), FakeSequenceModel())
-        b = game.sample(24, np.random.default_rng(seed), obs_value)
+        a = seq.sample(24, np.random.default_rng(seed), source(FakeSequenceModel()))
+        b = game.sample(24, np.random.default_rng(seed), source(obs_value))
         for f in fields(a):
             if f.name != "target_value":
                 np.testing.assert_array_equal(getattr(a, f.name), getattr(b, f.name), err_msg=f.name)
@@ -217,7 +218,7 @@ def test_reanalysis_draws_only_from_the_oldest_fraction_and_balances_counts() ->
     for i in range(1, 31):
         before = buf.reanalyze_counts
         fake = FakeSearch()
-        stats = buf.reanalyze(fake, rng, history=2)
+        stats = buf.reanalyze(source(fake, history_pairs=2), rng)
         counts = buf.reanalyze_counts
         drawn = buf.store.live_ids()[counts != before]
         assert np.all(counts - before <= 1) and drawn.shape == (2,) and np.all(drawn < buf.store.base_id + 10)
@@ -250,7 +251,7 @@ def test_write_back_covers_exactly_the_drawn_segments_and_refreshes_padding() ->
     buf.push([traj(30, ep=0), traj(9, ep=1, env_id=1)])  # 8 + 3 segments; pad K + n = 5 > L
     st = buf.store
     before = {name: getattr(st, name).copy() for name in ("visit_dist", "root_values")}
-    buf.reanalyze(FakeSearch(), np.random.default_rng(3), history=3)
+    buf.reanalyze(source(FakeSearch(), history_pairs=3), np.random.default_rng(3))
     drawn = set(buf.store.live_ids()[buf.reanalyze_counts == 1].tolist())
     assert len(drawn) == 2  # ceil(4 / floor(4 / 2))
     fresh_steps: dict[int, set[int]] = {0: set(), 1: set()}  # (episode) -> steps reanalysed
@@ -275,7 +276,7 @@ def test_write_back_covers_exactly_the_drawn_segments_and_refreshes_padding() ->
 def test_empty_buffer_does_nothing() -> None:
     buf = make_seq()
     fake = FakeSearch()
-    stats = buf.reanalyze(fake, np.random.default_rng(0), history=4)
+    stats = buf.reanalyze(source(fake, history_pairs=4), np.random.default_rng(0))
     assert stats["roots"] == 0 and stats["calls"] == 0 and fake.roots == []
 
 
@@ -310,7 +311,7 @@ def test_history_windows_match_the_raw_episodes(history: int, S: int) -> None:
     full0 = traj(31, ep=0)
     episodes = {0: full0, 1: traj(6, ep=1, env_id=1), 2: traj(13, ep=2)}
     fake = FakeSearch()
-    stats = buf.reanalyze(fake, np.random.default_rng(0), history=history)
+    stats = buf.reanalyze(source(fake, history_pairs=history), np.random.default_rng(0))
     assert sorted(fake.roots) == sorted((ep, s) for ep, tr in episodes.items() for s in range(len(tr)))
     assert max(fake.batch_sizes) <= 7 and stats["calls"] == len(fake.batch_sizes)
     for (ep, e), (obs, actions, n_obs) in zip(fake.roots, fake.windows):
@@ -329,7 +330,7 @@ def test_history_windows_stop_at_a_trimmed_predecessor() -> None:
     buf.push([tr])  # segments 0-9 | 10-19 | 20-29 | 30-34: the first one is trimmed
     assert [int(buf.store.timestep[s, 0]) for s in buf.store.live_slots()] == [10, 20, 30]
     fake = FakeSearch()
-    buf.reanalyze(fake, np.random.default_rng(0), history=5)
+    buf.reanalyze(source(fake, history_pairs=5), np.random.default_rng(0))
     assert sorted(fake.roots) == [(4, s) for s in range(10, 35)]
     for (_, e), (obs, actions, n_obs) in zip(fake.roots, fake.windows):
         w_obs, w_act, w_n = ref_window(tr, e, 10, 5, 1)
@@ -344,7 +345,7 @@ def test_state_round_trip_keeps_counts_and_old_states_load_zeros() -> None:
     rng = np.random.default_rng(0)
     for ep in range(6):
         buf.push([traj(int(rng.integers(3, 25)), ep=ep, env_id=ep % 2)])
-        buf.reanalyze(FakeSearch(), rng, history=2)
+        buf.reanalyze(source(FakeSearch(), history_pairs=2), rng)
     assert len(set(buf.reanalyze_counts.tolist())) > 1  # the counts to restore are not all alike
     meta, arrays = buf.state_dict()
     meta = json.loads(json.dumps(meta))
@@ -354,8 +355,8 @@ def test_state_round_trip_keeps_counts_and_old_states_load_zeros() -> None:
     live = buf.store.live_slots()
     for name in buf.store.array_names:
         np.testing.assert_array_equal(getattr(other.store, name)[live], getattr(buf.store, name)[live], err_msg=name)
-    s1 = buf.reanalyze(FakeSearch(), np.random.default_rng(5), history=2)  # same selection after the round trip
-    s2 = other.reanalyze(FakeSearch(), np.random.default_rng(5), history=2)
+    s1 = buf.reanalyze(source(FakeSearch(), history_pairs=2), np.random.default_rng(5))  # same selection after the round trip
+    s2 = other.reanalyze(source(FakeSearch(), history_pairs=2), np.random.default_rng(5))
     np.testing.assert_array_equal(other.reanalyze_counts, buf.reanalyze_counts)
     assert s1["roots"] == s2["roots"]
 
@@ -373,7 +374,7 @@ def test_state_round_trip_keeps_counts_and_old_states_load_zeros() -> None:
 def test_a_reused_slot_starts_with_a_zero_count() -> None:
     buf = make_seq(capacity=160, segment_length=10, reanalyze_partition=1.0, reanalyze_sequences=1000)
     buf.push([traj(160, ep=0)])  # 16 segments fill the 16 initial slots
-    buf.reanalyze(FakeSearch(), np.random.default_rng(0), history=1)
+    buf.reanalyze(source(FakeSearch(), history_pairs=1), np.random.default_rng(0))
     assert np.all(buf.reanalyze_counts == 1) and buf.store.num_slots == 16
     buf.push([traj(20, ep=1, env_id=1)])  # drops ids 0, 1; ids 16, 17 reuse their slots 0, 1
     assert list(buf.store.live_slots()[-2:]) == [0, 1]
@@ -399,8 +400,9 @@ def test_unizero_buffer_is_registered_and_its_config_validates() -> None:
                      ({"capacity": 10}, "buffer.capacity")]:
         problems = validate(plugin.SequenceGameBufferConfig, bad, "buffer")[1]
         assert len(problems) == 1 and key in problems[0], (bad, problems)
-    buf = comp.factory(parsed, object(), unroll_steps=5, td_steps=5, discount=0.997, frame_stack=1,
-                       obs_shape=(4,), num_actions=2)
+    buf = comp.factory(parsed, object(), env_spec=SimpleNamespace(obs_shape=(4,), num_actions=2),
+                       target_spec=TargetSpec(unroll_steps=5, td_steps=5, discount=0.997, frame_stack=1,
+                                              batch_size=256))
     assert isinstance(buf, SequenceGameBuffer) and (buf.K, buf.n, buf.L, buf.capacity) == (5, 5, 50, 10_000)
     assert buf.reanalyze_partition == 1.0 and buf.segments_per_reanalysis == 16  # ceil(160 / (50 // 5))
     with pytest.raises(ValueError):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from replay_helpers import A, make_buffer, obs_value, traj
+from replay_helpers import A, make_buffer, obs_value, source, traj
 
 from lzk_replay import GameBuffer
 from lzk_replay.targets import build_batch
@@ -149,7 +149,7 @@ def test_value_fn_is_called_once_with_every_bootstrap_observation() -> None:
 
     buf = make_buffer()
     buf.push([traj(30, ep=1), traj(4, ep=2, env_id=1)])
-    b = buf.sample(16, np.random.default_rng(0), value_fn)
+    b = buf.sample(16, np.random.default_rng(0), source(value_fn))
     assert len(calls) == 1 and calls[0].dtype == np.float32 and calls[0].shape[1:] == (2,)
     assert 0 < calls[0].shape[0] <= 16 * (buf.K + 1)
     assert b.target_value.shape == (16, buf.K + 1)
@@ -187,7 +187,7 @@ def test_image_observations_stack_on_channels() -> None:
     tr = traj(6)
     tr.obs = np.arange(7, dtype=np.float32)[:, None, None, None] * np.ones((7, 2, 3, 3), np.float32)
     buf.push([tr])
-    b = buf.sample(4, np.random.default_rng(0), lambda o: o.reshape(len(o), -1).mean(1))
+    b = buf.sample(4, np.random.default_rng(0), source(lambda o: o.reshape(len(o), -1).mean(1)))
     assert b.obs.shape == (4, 3, 6, 3, 3)
     step = b.obs[:, 0, ::2, 0, 0]  # frame values (= steps) of each stacked root
     assert np.all(np.diff(step, axis=1) >= 0) and np.all(step[:, -1] - step[:, 0] <= 2)

@@ -16,8 +16,8 @@ class _Buffer:
         self.num_transitions = n
         self.calls: list[object] = []
 
-    def reanalyze(self, fn: object) -> dict[str, float]:
-        self.calls.append(fn)
+    def reanalyze(self, source: object, rng: object, *, reuse: bool = True) -> dict[str, float]:
+        self.calls.append((source, reuse))
         return {"roots": float(self.num_transitions)}
 
 
@@ -26,6 +26,7 @@ def _trainer(freq: float, n: int = 5000, reuse: bool = True) -> ReZeroTrainer:
     t.cfg = ReZeroConfig(buffer_reanalyze_freq=freq, reuse_search=reuse, reanalyze_min_transitions=2000)
     t.buffer = _Buffer(n)
     t.policy = SimpleNamespace(reanalyze_fn=lambda *a: ("policy", a))
+    t.sample_rng = np.random.default_rng(0)
     t.timer = _Timer()
     t._pending = defaultdict(list)
     t.epoch = 0
@@ -75,12 +76,11 @@ def test_small_buffers_are_not_reanalysed() -> None:
 
 
 def test_reuse_can_be_switched_off() -> None:
+    """The trainer asks the buffer to reanalyse the policy with its ``reuse_search`` setting (what
+    reuse=False does inside the buffer: tests/replay/test_reanalyze.py)."""
     t = _trainer(1.0, reuse=False)
     _epoch_calls(t, 1)
-    fn = t.buffer.calls[0]
-    true_action = np.array([1, 0, 1])
-    _, args = fn("obs", "legal", "to_play", true_action, np.ones(3))
-    assert args[3].tolist() == [-1, -1, -1] and args[4] is None  # no true action, no reuse value
+    assert t.buffer.calls[0] == (t.policy, False)
     t2 = _trainer(1.0, reuse=True)
     _epoch_calls(t2, 1)
-    assert t2.buffer.calls[0] == t2.policy.reanalyze_fn
+    assert t2.buffer.calls[0] == (t2.policy, True)

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import lzk_mcts
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.inference import InferenceNet, SearchSession, root_inference
 from lzk_unizero.kv_cache import EnvHistory, NodeStore, keep_tokens, root_pairs, window_inputs
-from unizero_helpers import NUM_ACTIONS, OBS_DIM, random_model, tiny_cfg
+from unizero_helpers import NUM_ACTIONS, OBS_DIM, random_model, tiny_cfg, tree_step
 
 TOL = 1e-5
 
@@ -169,8 +169,8 @@ def test_search_step_paths_agree_and_rebuild_only_full_contexts(n_obs):
             session = SearchSession(InferenceNet(model, C), store, obs, acts, n_obs, 2, support, support,
                                     cached=cached)
             session.record = []
-            session(np.arange(3), np.zeros(3, np.int64), np.array([0, 1, 2]), 1)
-            session(np.arange(3), np.ones(3, np.int64), np.array([2, 0, 1]), 2)
+            tree_step(session, np.arange(3), np.zeros(3, np.int64), np.array([0, 1, 2]), 1)
+            tree_step(session, np.arange(3), np.ones(3, np.int64), np.array([2, 0, 1]), 2)
             outs.append([x for call in session.record for x in call[4:]])  # reward, value, policy logits
             lengths.append((store.length[3:6].tolist(), store.length[6:9].tolist()))
     for got, ref in zip(*outs):
@@ -193,9 +193,9 @@ def test_search_rows_subset_matches_full_batch():
                              support)
         full.record, part.record = [], []
         a = np.array([0, 1, 2, 1])
-        full(np.arange(B), np.zeros(B, np.int64), a, 1)
+        tree_step(full, np.arange(B), np.zeros(B, np.int64), a, 1)
         rows = np.array([1, 3])
-        part(rows, np.zeros(2, np.int64), a[rows], 1)
+        tree_step(part, rows, np.zeros(2, np.int64), a[rows], 1)
         for g, r in zip(part.record[0][4:], full.record[0][4:]):
             np.testing.assert_allclose(g, r[rows], rtol=0, atol=TOL)
         for store_a, store_b in ((full.store, part.store),):

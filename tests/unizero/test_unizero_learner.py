@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import torch
 
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.learner import Learner, build_optimizer, ema_update
 from test_unizero_loss import _batch

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from lzk_muzero.loss import TensorBatch
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.losses import TensorBatch
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.loss import UniZeroLossWeights, unizero_loss
 from unizero_helpers import NUM_ACTIONS, OBS_DIM, random_model, tiny_cfg
 

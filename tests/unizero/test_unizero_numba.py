@@ -12,15 +12,15 @@ import pytest
 import torch
 
 import lzk_mcts
-from lzk_muzero.support import DiscreteSupport
+from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.inference import InferenceNet, SearchSession
 from lzk_unizero.kv_cache import NodeStore, keep_tokens, root_pairs
 from lzk_unizero.numba_ops import gelu, layer_norm
-from lzk_unizero.numba_search import weights_of
+from lzk_unizero.snapshot import weights_of
 from lzk_unizero.policy import UniZeroPolicy
 from test_unizero_cache import _reference_search_outputs
-from unizero_helpers import NUM_ACTIONS, OBS_DIM, random_model, tiny_cfg
+from unizero_helpers import NUM_ACTIONS, OBS_DIM, random_model, tiny_cfg, tree_step
 
 TOL = 1e-5
 
@@ -94,7 +94,7 @@ def test_numba_steps_equal_torch_steps(pos, context_length, extra, n_obs):
     with torch.inference_mode():
         for backend in ("torch", "numba"):
             session = _session(model, C, obs, acts, n_obs, 3, backend)
-            outs[backend] = [session(*call) for call in calls]
+            outs[backend] = [tree_step(session, *call) for call in calls]
             stores[backend] = session
     for (r_t, v_t, p_t), (r_n, v_n, p_n) in zip(outs["torch"], outs["numba"]):
         assert r_n.dtype == v_n.dtype == p_n.dtype == np.float32
@@ -125,8 +125,8 @@ def test_numba_rows_subset_matches_full_batch():
     with torch.inference_mode():
         full = _session(model, C, obs, acts, n_obs, 2, "numba")
         part = _session(model, C, obs, acts, n_obs, 2, "numba")
-        ref = full(np.arange(B), np.zeros(B, np.int64), a, 1)
-        got = part(rows, np.zeros(2, np.int64), a[rows], 1)
+        ref = tree_step(full, np.arange(B), np.zeros(B, np.int64), a, 1)
+        got = tree_step(part, rows, np.zeros(2, np.int64), a[rows], 1)
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r[rows])
     for b in rows:

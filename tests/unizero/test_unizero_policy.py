@@ -63,7 +63,7 @@ def test_pred_value_is_the_root_window_value():
 def test_value_fn_learn_and_state_dict_roundtrip():
     pol = _policy()
     rng = np.random.default_rng(2)
-    v = pol.value_fn(rng.normal(size=(5, 4, OBS_DIM)).astype(np.float32), rng.integers(0, NUM_ACTIONS, (5, 3)))
+    v = pol.sequence_value_fn(rng.normal(size=(5, 4, OBS_DIM)).astype(np.float32), rng.integers(0, NUM_ACTIONS, (5, 3)))
     assert v.shape == (5, 4) and np.allclose(v, 0.0, atol=1e-3)  # zero-initialised value head
     metrics, prio = pol.learn(_batch(rng))
     assert pol.learner_steps == 1 and prio.shape == (2,) and np.isfinite(metrics["train/loss_total"])

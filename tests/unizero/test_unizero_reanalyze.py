@@ -50,7 +50,7 @@ def test_history_pairs_and_output_contract():
     pol = _policy()
     assert pol.history_pairs == root_pairs(pol.cfg.model.context_length) == 3
     obs, actions, n_obs, legal, to_play = _windows(pol, 7)
-    dist, value = pol.reanalyze_fn(obs, actions, n_obs, legal, to_play)
+    dist, value = pol.window_reanalyze_fn(obs, actions, n_obs, legal, to_play)
     assert dist.shape == (7, NUM_ACTIONS) and dist.dtype == np.float32
     assert value.shape == (7,) and value.dtype == np.float32 and np.isfinite(value).all()
     np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=1e-6)
@@ -66,8 +66,8 @@ def test_chunking_does_not_change_results():
     b = _policy(reanalyze_noise=False, search_chunk=64)
     b.load_state_dict(a.state_dict())
     inputs = _windows(a, 10, seed=1)
-    dist_a, value_a = a.reanalyze_fn(*inputs)
-    dist_b, value_b = b.reanalyze_fn(*inputs)
+    dist_a, value_a = a.window_reanalyze_fn(*inputs)
+    dist_b, value_b = b.window_reanalyze_fn(*inputs)
     np.testing.assert_array_equal(dist_a, dist_b)
     np.testing.assert_allclose(value_a, value_b, rtol=1e-5, atol=1e-5)
 
@@ -108,7 +108,7 @@ def test_reanalysis_roots_see_the_window_act_saw():
     w_act = np.array([seen_act[e][-W:-1] for e in range(E)])
     pol.target_model.load_state_dict(pol.model.state_dict())
     pol.mark_weights_changed()
-    pol.reanalyze_fn(w_obs, w_act, np.full(E, W), np.ones((E, NUM_ACTIONS), bool), np.full(E, -1))
+    pol.window_reanalyze_fn(w_obs, w_act, np.full(E, W), np.ones((E, NUM_ACTIONS), bool), np.full(E, -1))
     np.testing.assert_allclose(rec.root_logits[-1], act_logits, rtol=1e-5, atol=1e-5)
     m = pol.target_model.eval()
     with torch.no_grad():
@@ -121,13 +121,13 @@ def test_reanalysis_uses_the_target_network():
     pol = _policy(reanalyze_noise=True)
     inputs = _windows(pol, 6, seed=2)
     state = generator_state(pol.rng)
-    ref = pol.reanalyze_fn(*inputs)
+    ref = pol.window_reanalyze_fn(*inputs)
     with torch.no_grad():  # the online model changes (a learner step would): no effect
         for p in pol.model.parameters():
             p.add_(0.5 * torch.randn_like(p))
     pol.mark_weights_changed()
     set_generator_state(pol.rng, state)
-    same = pol.reanalyze_fn(*inputs)
+    same = pol.window_reanalyze_fn(*inputs)
     np.testing.assert_array_equal(ref[0], same[0])
     np.testing.assert_array_equal(ref[1], same[1])
     with torch.no_grad():  # the target changes: the search sees it
@@ -135,7 +135,7 @@ def test_reanalysis_uses_the_target_network():
             p.add_(0.5 * torch.randn_like(p))
     pol.mark_weights_changed()
     set_generator_state(pol.rng, state)
-    other = pol.reanalyze_fn(*inputs)
+    other = pol.window_reanalyze_fn(*inputs)
     assert not np.allclose(ref[1], other[1])
 
 

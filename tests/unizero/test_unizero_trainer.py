@@ -3,7 +3,6 @@ and end to end): resume warm-up, cache clearing after each epoch, buffer reanaly
 from __future__ import annotations
 
 from collections import defaultdict
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -18,8 +17,8 @@ class _Buffer:
         self.num_transitions = n
         self.calls: list[tuple[Any, Any, int]] = []
 
-    def reanalyze(self, fn: Any, rng: Any, history: int) -> dict[str, float]:
-        self.calls.append((fn, rng, history))
+    def reanalyze(self, source: Any, rng: Any, *, reuse: bool = True) -> dict[str, float]:
+        self.calls.append((source, rng, source.history_pairs))
         return {"roots": 7.0}
 
 
@@ -29,7 +28,7 @@ class _Policy:
     def __init__(self) -> None:
         self.cleared = 0
 
-    def reanalyze_fn(self, *args: Any) -> Any:
+    def window_reanalyze_fn(self, *args: Any) -> Any:
         raise AssertionError("the buffer calls this, not the trainer")
 
     def clear_caches(self) -> None:
@@ -75,7 +74,7 @@ def test_buffer_reanalysis_schedule_and_wiring(freq: float, updates: int, expect
         t.before_update(i, updates)
     assert len(t.buffer.calls) == expected
     for fn, rng, history in t.buffer.calls:
-        assert fn == t.policy.reanalyze_fn and rng is t.sample_rng and history == 3
+        assert fn is t.policy and rng is t.sample_rng and history == 3
     assert t.reanalyses == expected
     assert t._pending["reanalyze/roots"] == [7.0] * expected
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from lzk_unizero.config import UniZeroModelConfig
@@ -28,3 +29,14 @@ def random_model(cfg: UniZeroModelConfig | None = None, *, head_std: float = 0.3
             head.last.weight.normal_(0.0, head_std)
             head.last.bias.normal_(0.0, head_std)
     return m.eval()
+
+
+def tree_step(session: Any, batch_idx: np.ndarray, parent_node: np.ndarray, action: np.ndarray,
+              new_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Call a search session (a ``lzk_mcts`` model step) per tree: the slots of ``batch_idx``'s
+    parents and children (slot = node·B + b) → (reward, value, policy logits)."""
+    b = np.asarray(batch_idx, dtype=np.int64)
+    B = session.store.B
+    out = session(np.asarray(parent_node, dtype=np.int64) * B + b, np.asarray(action, dtype=np.int64),
+                  int(new_node) * B + b)
+    return out.reward, out.value, out.prior_logits

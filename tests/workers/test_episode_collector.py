@@ -153,7 +153,8 @@ def test_cartpole_end_to_end() -> None:
     from lzk_envs.plugin import GymEnvConfig, make_gym_env
 
     env_spec = make_gym_env(GymEnvConfig(id="CartPole-v0"), None)
-    col = make_episode_collector(EpisodeCollectorConfig(envs=2, n_episode=3), StubRun(), env_spec=env_spec)
+    col = make_episode_collector(EpisodeCollectorConfig(envs=2, n_episode=3), StubRun(), env_spec=env_spec,
+                                 frame_stack=1)
     trajs, m = col.collect(RecordingPolicy(num_actions=2), temperature=1.0, epsilon=0.0, random_policy=True)
     col.close()
     assert len(trajs) == 3 and sum(len(t) for t in trajs) == m["collect/env_steps"]

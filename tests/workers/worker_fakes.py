@@ -120,7 +120,7 @@ class RecordingPolicy:
 
     def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, *, mode: str,
             env_ids: np.ndarray, temperature: float = 1.0, epsilon: float = 0.0,
-            timestep: np.ndarray | None = None) -> ActResult:
+            timestep: np.ndarray | None = None, states: Any = None) -> ActResult:
         assert timestep is not None
         self.calls.append(dict(obs=obs.copy(), legal=legal.copy(), env_ids=env_ids.copy(), mode=mode,
                                temperature=temperature, epsilon=epsilon, timestep=timestep.copy()))

@@ -16,7 +16,6 @@ from types import ModuleType
 from typing import Any
 
 import numba
-import numpy as np
 import torch
 
 EPS = 0.001  # ε of the scalar transform (LightZero / MuZero paper value)

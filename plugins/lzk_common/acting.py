@@ -1,0 +1,63 @@
+"""Acting from a search: the collect/eval action rule, visit distributions, pure-policy
+sampling, and the torch thread count while searching.
+
+Shapes: E env rows, A actions.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from lzkernel import masked_softmax_weights, sample_from_weights, uniform_legal
+
+#: ``select_action(visit_counts [E, A], legal [E, A], temperature, rng, deterministic)
+#: -> (actions [E], probs [E, A])`` (``lzk_mcts.select_action``).
+SelectAction = Callable[..., tuple[np.ndarray, np.ndarray]]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` torch intra-op threads (0: unchanged), restoring the previous count."""
+    before = torch.get_num_threads()
+    if n <= 0 or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def visit_distribution(visits: np.ndarray) -> np.ndarray:
+    """Root visit counts [E, A] → normalised visit distribution [E, A] float32 (zeros stay zeros)."""
+    return (visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)).astype(np.float32)
+
+
+def sample_legal_softmax(logits: np.ndarray, legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row from softmax(logits) restricted to legal actions: [E, A] → [E] int64."""
+    return sample_from_weights(masked_softmax_weights(logits, legal), legal, rng)
+
+
+def choose_actions(select_action: SelectAction, visits: np.ndarray, legal: np.ndarray, *, collect: bool,
+                   temperature: float, epsilon: float, eps_greedy: bool, rng: np.random.Generator) -> np.ndarray:
+    """The action rule of the MuZero family (SPEC §1.4) from root visits [E, A]:
+
+    * eval: argmax of the visits over legal actions (first maximum);
+    * collect with ε-greedy (``eps_greedy`` or ``epsilon`` > 0): the visit argmax, replaced by a
+      uniformly random legal action with probability ε;
+    * collect otherwise: sampled from visits^(1/temperature) over legal actions.
+    """
+    if not collect:
+        actions, _ = select_action(visits, legal, 1.0, rng, True)
+    elif eps_greedy or epsilon > 0.0:
+        actions, _ = select_action(visits, legal, 1.0, rng, True)
+        explore = rng.random(legal.shape[0]) < epsilon
+        actions = np.where(explore, uniform_legal(legal, rng), actions)
+    else:
+        actions, _ = select_action(visits, legal, float(temperature), rng, False)
+    return np.asarray(actions, dtype=np.int64)
+
