@@ -23,7 +23,6 @@ import itertools
 from typing import Any, Sequence
 
 import numpy as np
-from open_spiel.python.observation import make_observation
 
 from lzkernel import SimulatorStep
 from lzk_envs.openspiel_game import import_pyspiel
@@ -34,6 +33,8 @@ class OpenSpielSimulator:
 
     def __init__(self, game: Any) -> None:
         pyspiel = import_pyspiel()
+        from open_spiel.python.observation import make_observation
+
         self.game = game
         self.num_actions: int = game.num_distinct_actions()
         self.obs_shape: tuple[int, ...] = tuple(int(d) for d in game.observation_tensor_shape())

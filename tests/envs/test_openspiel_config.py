@@ -82,3 +82,24 @@ def test_cli_config_accepts_a_board_game(tmp_path: Path) -> None:
     proc = _lzkernel_config(tmp_path, {"name": "openspiel", "game": "go", "params": {"board_size": 9}})
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout)["env"] == {"name": "openspiel", "game": "go", "params": {"board_size": 9}}
+
+
+def test_missing_open_spiel_is_a_config_error() -> None:
+    """Without OpenSpiel (e.g. Python 3.10, where it has no wheels) the env says how to get it."""
+    code = (
+        "import sys\n"
+        "sys.modules['pyspiel'] = sys.modules['open_spiel'] = None  # import fails as if not installed\n"
+        "from lzkernel import ConfigError\n"
+        "from lzkernel.config.schema import validate\n"
+        "from lzk_envs.plugin import OpenSpielEnvConfig, make_openspiel_env\n"
+        "print(validate(OpenSpielEnvConfig, {'game': 'tic_tac_toe'}, 'env')[1])\n"
+        "try:\n"
+        "    make_openspiel_env(OpenSpielEnvConfig(game='tic_tac_toe'))\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    schema_line, factory_line = proc.stdout.splitlines()
+    assert "env.game: the openspiel env needs OpenSpiel, which is not installed" in schema_line
+    assert factory_line.startswith("env.game: the openspiel env needs OpenSpiel") and "pip install 'open_spiel>=1.5'" in factory_line
