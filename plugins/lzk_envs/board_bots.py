@@ -57,7 +57,8 @@ def make_opponent(game: Any, name: str, params: Mapping[str, Any], seed: int, wh
     ConfigError (starting with ``who``, e.g. the env id) for an unknown name or bad params."""
     if name not in opponent_names(game):
         only = " (tic_tac_toe only)" if name == "perfect" else ""
-        raise ConfigError(f"{who}: unknown opponent {name!r}{only}; this game offers: {', '.join(opponent_names(game))}")
+        offered = ", ".join(opponent_names(game))
+        raise ConfigError(f"{who}: unknown opponent {name!r}{only}; this game offers: {offered}")
     options = _check_params(who, name, params)
     if name == "random":
         return RandomOpponent(seed)

@@ -102,4 +102,5 @@ def test_missing_open_spiel_is_a_config_error() -> None:
     assert proc.returncode == 0, proc.stderr
     schema_line, factory_line = proc.stdout.splitlines()
     assert "env.game: the openspiel env needs OpenSpiel, which is not installed" in schema_line
-    assert factory_line.startswith("env.game: the openspiel env needs OpenSpiel") and "pip install 'open_spiel>=1.5'" in factory_line
+    assert factory_line.startswith("env.game: the openspiel env needs OpenSpiel")
+    assert "pip install 'open_spiel>=1.5'" in factory_line

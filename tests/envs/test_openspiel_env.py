@@ -34,7 +34,8 @@ def test_spec_fields_and_protocols(spec: OpenSpielEnvSpec) -> None:
     assert spec.obs_shape == tuple(game.observation_tensor_shape())
     assert spec.num_actions == game.num_distinct_actions()
     assert spec.two_player and spec.truncation_as_terminal
-    assert spec.opponents == (("random", "mcts", "perfect") if spec.id == "openspiel:tic_tac_toe" else ("random", "mcts"))
+    perfect = ("perfect",) if spec.id == "openspiel:tic_tac_toe" else ()
+    assert spec.opponents == ("random", "mcts") + perfect
     assert isinstance(spec.make_vector(2, 0), VectorEnv) and isinstance(spec.make_simulator(), Simulator)
 
 
