@@ -20,6 +20,7 @@ import gymnasium
 import numpy as np
 
 from lzkernel import ConfigError, LzkernelError, StepBatch
+from lzk_envs.vector import check_step_args
 
 
 class EnvError(LzkernelError, RuntimeError):
@@ -209,15 +210,7 @@ class GymVectorEnv:
         if not self._started:
             raise RuntimeError(f"gymnasium env {self.env_id!r}: step() called before reset()")
         e = self.num_envs
-        actions = np.asarray(actions)
-        if actions.shape != (e,) or not np.issubdtype(actions.dtype, np.integer):
-            raise ValueError(
-                f"gymnasium env {self.env_id!r}: actions must be an integer array of shape ({e},), "
-                f"got {actions.dtype} {actions.shape}"
-            )
-        active = np.ones(e, bool) if active is None else np.asarray(active, bool)
-        if active.shape != (e,):
-            raise ValueError(f"gymnasium env {self.env_id!r}: active must have shape ({e},), got {active.shape}")
+        actions, active = check_step_args(f"gymnasium env {self.env_id!r}", e, actions, active)
         reward = np.zeros(e, np.float32)
         terminated = np.zeros(e, bool)
         truncated = np.zeros(e, bool)

@@ -1,6 +1,6 @@
 """Entry point of the lzk_envs plugin: registers its components with lzkernel.
 
-Kept free of gymnasium/torch imports at module level (``lzkernel plugins`` must stay fast): the
+Kept free of gymnasium/torch/pyspiel imports at module level (``lzkernel plugins`` must stay fast): the
 factories import their implementation modules when called.
 """
 from __future__ import annotations
@@ -39,6 +39,32 @@ def make_gym_env(cfg: GymEnvConfig, run: Any = None) -> Any:
     )
 
 
+@dataclass
+class OpenSpielEnvConfig:
+    """Options of the ``openspiel`` env component."""
+
+    game: str = option(
+        doc="An OpenSpiel game name, e.g. tic_tac_toe, connect_four, breakthrough, hex, othello, go: "
+        "sequential, deterministic, perfect-information, two-player zero-sum, with an observation tensor."
+    )
+    params: dict[str, Any] = option(
+        {}, doc="OpenSpiel game parameters, e.g. {rows: 5} for connect_four or {board_size: 9} for go."
+    )
+
+    def validate(self) -> list[tuple[str, str]]:
+        """Load the game now, so that ``lzkernel config`` already refuses one the env cannot play."""
+        from lzk_envs.openspiel_game import game_problems
+
+        return game_problems(self.game, self.params)
+
+
+def make_openspiel_env(cfg: OpenSpielEnvConfig, run: Any = None) -> Any:
+    """Build a :class:`lzk_envs.openspiel.OpenSpielEnvSpec` (ConfigError for a game it cannot play)."""
+    from lzk_envs.openspiel import OpenSpielEnvSpec
+
+    return OpenSpielEnvSpec.load(cfg.game, cfg.params)
+
+
 @hookimpl
 def lzkernel_register_envs() -> list[Component]:
     return [
@@ -47,5 +73,12 @@ def lzkernel_register_envs() -> list[Component]:
             factory=make_gym_env,
             config=GymEnvConfig,
             doc="Any gymnasium env with a Discrete action space and Box observations (float32).",
-        )
+        ),
+        Component(
+            "openspiel",
+            factory=make_openspiel_env,
+            config=OpenSpielEnvConfig,
+            doc="Two-player board games from OpenSpiel (tic-tac-toe, connect four, go, ...), with a "
+            "simulator for search and opponents (random, mcts, perfect for tic-tac-toe).",
+        ),
     ]

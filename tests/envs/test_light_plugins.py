@@ -1,10 +1,10 @@
-"""Plugin entry modules register their components without importing torch or gymnasium."""
+"""Plugin entry modules register their components without importing torch, gymnasium or pyspiel."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from lzk_envs.plugin import GymEnvConfig, lzkernel_register_envs
+from lzk_envs.plugin import GymEnvConfig, OpenSpielEnvConfig, lzkernel_register_envs
 from lzk_workers.plugin import (
     EpisodeCollectorConfig,
     EpisodeEvaluatorConfig,
@@ -19,17 +19,17 @@ def test_plugin_modules_import_no_heavy_packages() -> None:
         "import sys, lzk_envs.plugin, lzk_workers.plugin, lzk_schedule.plugin, lzk_comm.plugin\n"
         "for m in (lzk_envs.plugin, lzk_workers.plugin, lzk_schedule.plugin, lzk_comm.plugin):\n"
         "    [h() for n, h in vars(m).items() if n.startswith('lzkernel_register_')]\n"
-        "print(sorted(m for m in ('torch', 'gymnasium') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'gymnasium', 'pyspiel') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_registrations() -> None:
-    (env,) = lzkernel_register_envs()
+    envs = {c.name: c.config for c in lzkernel_register_envs()}
     cols = {c.name: c.config for c in lzkernel_register_collectors()}
     (ev,) = lzkernel_register_evaluators()
-    assert (env.name, env.config) == ("gymnasium", GymEnvConfig)
+    assert envs == {"gymnasium": GymEnvConfig, "openspiel": OpenSpielEnvConfig}
     assert cols == {"episode": EpisodeCollectorConfig, "segment": SegmentCollectorConfig}
     assert (ev.name, ev.config) == ("episodes", EpisodeEvaluatorConfig)
     assert {"episodes", "stop_value"} <= set(EpisodeEvaluatorConfig.__dataclass_fields__)

@@ -1,0 +1,188 @@
+"""The OpenSpiel env and simulator agree with pyspiel's own states under seeded random play:
+observations, legal masks, players, rewards, terminals, same-step auto-reset, ``final_obs``,
+episode return and length, the ``active`` mask, and independent clones."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pyspiel = pytest.importorskip("pyspiel")
+
+from lzkernel import Simulator, SimulatorEnvSpec, VectorEnv  # noqa: E402
+from lzk_envs.openspiel import OpenSpielEnvSpec  # noqa: E402
+from lzk_envs.plugin import OpenSpielEnvConfig, make_openspiel_env  # noqa: E402
+
+GAMES = ["tic_tac_toe", "connect_four"]
+
+
+@pytest.fixture(scope="module", params=GAMES)
+def spec(request: pytest.FixtureRequest) -> OpenSpielEnvSpec:
+    return make_openspiel_env(OpenSpielEnvConfig(game=request.param))
+
+
+def _obs(state, player: int, shape: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(state.observation_tensor(player), np.float32).reshape(shape)
+
+
+def _random_legal(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
+    return np.where(legal, rng.random(legal.shape), -1.0).argmax(axis=1)
+
+
+def test_spec_fields_and_protocols(spec: OpenSpielEnvSpec) -> None:
+    game = pyspiel.load_game(spec.id.removeprefix("openspiel:"))
+    assert isinstance(spec, SimulatorEnvSpec)
+    assert spec.obs_shape == tuple(game.observation_tensor_shape())
+    assert spec.num_actions == game.num_distinct_actions()
+    assert spec.two_player and spec.truncation_as_terminal
+    perfect = ("perfect",) if spec.id == "openspiel:tic_tac_toe" else ()
+    assert spec.opponents == ("random", "mcts") + perfect
+    assert isinstance(spec.make_vector(2, 0), VectorEnv) and isinstance(spec.make_simulator(), Simulator)
+
+
+def test_params_reach_the_game_and_the_id() -> None:
+    spec = make_openspiel_env(OpenSpielEnvConfig(game="connect_four", params={"rows": 5, "columns": 6}))
+    assert spec.id == "openspiel:connect_four(columns=6,rows=5)"
+    assert spec.obs_shape == (3, 5, 6) and spec.num_actions == 6
+    go = OpenSpielEnvSpec.load("go", {"board_size": 9, "komi": 7})  # an int is fine for a float param
+    assert go.obs_shape == (4, 9, 9) and go.num_actions == 82
+
+
+def test_vector_env_matches_pyspiel_with_autoreset_and_active_mask(spec: OpenSpielEnvSpec) -> None:
+    """Five rows of seeded random play beside five reference pyspiel states stepped by hand; a
+    random third of the rows sits out each step."""
+    e, shape = 5, spec.obs_shape
+    game = pyspiel.load_game(spec.id.removeprefix("openspiel:"))
+    rng = np.random.default_rng(1)
+    venv = spec.make_vector(e, seed=3)
+    b = venv.reset()
+    ref = [game.new_initial_state() for _ in range(e)]
+    ended = 0
+    for _ in range(150):
+        for i, s in enumerate(ref):  # the batch shows each reference state, seen by its mover
+            p = s.current_player()
+            assert (b.obs[i] == _obs(s, p, shape)).all() and b.to_play[i] == p + 1
+            assert b.legal[i].tolist() == [bool(x) for x in s.legal_actions_mask()]
+            assert str(b.states[i]) == str(s)
+        actions = _random_legal(rng, b.legal)
+        active = rng.random(e) > 1 / 3
+        before_obs, before_states = b.obs, b.states
+        b = venv.step(actions, active)
+        assert b.obs.dtype == np.float32 and b.to_play.dtype == np.int64 and not b.truncated.any()
+        for i, s in enumerate(ref):
+            if not active[i]:  # not stepped: same view, same state object, nothing reported
+                assert (b.obs[i] == before_obs[i]).all() and b.states[i] is before_states[i]
+                assert b.reward[i] == 0 and not b.terminated[i] and b.episode_length[i] == 0
+                continue
+            mover = s.current_player()
+            s.apply_action(int(actions[i]))
+            assert b.reward[i] == s.rewards()[mover]
+            assert b.terminated[i] == s.is_terminal()
+            if s.is_terminal():  # ended and already restarted in the same step
+                ended += 1
+                assert (b.final_obs[i] == _obs(s, 1 - mover, shape)).all()
+                assert b.episode_return[i] == s.returns()[0] and b.episode_length[i] == len(s.history())
+                assert b.reward[i] == (0.0 if s.returns()[0] == 0 else 1.0)  # a finishing move never loses here
+                ref[i] = game.new_initial_state()
+            else:
+                assert (b.final_obs[i] == b.obs[i]).all()
+                assert b.episode_return[i] == 0 and b.episode_length[i] == 0
+    assert ended >= 10, ended  # the auto-reset path ran many times
+    venv.close()
+
+
+def test_episode_return_is_player_one_s(spec: OpenSpielEnvSpec) -> None:
+    """Player 2 wins a scripted game: the reward goes to its move, the return is -1 (player 1's)."""
+    moves = {"openspiel:tic_tac_toe": [0, 3, 1, 4, 8, 5],  # o completes the middle row
+             "openspiel:connect_four": [0, 1, 0, 1, 0, 1, 2, 1]}[spec.id]  # o completes column 1
+    venv = spec.make_vector(2, seed=0)
+    venv.reset()
+    for a in moves:
+        b = venv.step(np.array([a, 0]), active=np.array([True, False]))
+    assert b.terminated.tolist() == [True, False] and b.reward.tolist() == [1.0, 0.0]
+    assert b.episode_return[0] == -1.0 and b.episode_length[0] == len(moves)
+    fresh = pyspiel.load_game(spec.id.removeprefix("openspiel:")).new_initial_state()
+    assert b.states[0].history() == [] and b.to_play[0] == 1 and b.legal[0].all()
+    assert (b.obs[0] == _obs(fresh, 0, spec.obs_shape)).all()
+
+
+def test_illegal_actions_and_bad_calls_name_the_game_and_row() -> None:
+    spec = make_openspiel_env(OpenSpielEnvConfig(game="tic_tac_toe"))
+    venv = spec.make_vector(2, seed=0)
+    with pytest.raises(RuntimeError, match="before reset"):
+        venv.step(np.array([0, 0]))
+    venv.reset()
+    venv.step(np.array([4, 0]))
+    with pytest.raises(ValueError, match=r"openspiel:tic_tac_toe.*env index 0.*action 4 is not legal"):
+        venv.step(np.array([4, 1]))
+    with pytest.raises(ValueError, match=r"env index 1.*action 9"):
+        venv.step(np.array([0, 9]))
+    with pytest.raises(ValueError, match="shape"):
+        venv.step(np.array([0]))
+    b = venv.step(np.array([4, 4]), active=np.array([False, True]))  # the rejected calls stepped nothing
+    assert [len(s.history()) for s in b.states] == [1, 2]
+
+
+def test_simulator_matches_pyspiel(spec: OpenSpielEnvSpec) -> None:
+    """A batch of six states played at random: the simulator's view of each reached state is
+    pyspiel's, terminals have no legal move and the view of the opponent of the last mover."""
+    n, shape = 6, spec.obs_shape
+    sim = spec.make_simulator()
+    rng = np.random.default_rng(2)
+    states = [sim.new_state() for _ in range(n)]
+    ref = [s.clone() for s in states]
+    view = sim.observe(states)
+    assert (view.reward == 0).all() and not view.terminal.any() and (view.to_play == 1).all()
+    terminals = 0
+    for _ in range(60):
+        actions = _random_legal(rng, view.legal)
+        movers = [s.current_player() for s in ref]
+        view = sim.step(states, actions)
+        for i, s in enumerate(ref):
+            s.apply_action(int(actions[i]))
+            assert str(states[i]) == str(s) and view.reward[i] == s.rewards()[movers[i]]
+            assert view.terminal[i] == s.is_terminal()
+            viewer = 1 - movers[i] if s.is_terminal() else s.current_player()
+            assert (view.obs[i] == _obs(s, viewer, shape)).all() and view.to_play[i] == viewer + 1
+            assert view.legal[i].tolist() == ([False] * spec.num_actions if s.is_terminal()
+                                              else [bool(x) for x in s.legal_actions_mask()])
+        again = sim.observe(states)  # observe agrees with step, terminals included
+        assert (again.obs == view.obs).all() and (again.legal == view.legal).all()
+        assert (again.to_play == view.to_play).all() and (again.terminal == view.terminal).all()
+        for i in np.flatnonzero(view.terminal):
+            terminals += 1
+            states[i] = sim.new_state()
+            ref[i] = states[i].clone()
+        view = sim.observe(states)
+    assert terminals >= 5, terminals
+
+
+def test_simulator_rejects_illegal_moves_and_terminal_states() -> None:
+    sim = make_openspiel_env(OpenSpielEnvConfig(game="tic_tac_toe")).make_simulator()
+    s = sim.new_state()
+    sim.step([s], np.array([0]))
+    with pytest.raises(ValueError, match=r"tic_tac_toe.*state 0.*action 0 is not legal"):
+        sim.step([s], np.array([0]))
+    for a in [3, 1, 4, 2]:
+        sim.step([s], np.array([a]))
+    assert s.is_terminal()
+    with pytest.raises(ValueError, match="cannot step a terminal state"):
+        sim.step([s], np.array([5]))
+
+
+def test_clones_are_independent(spec: OpenSpielEnvSpec) -> None:
+    sim = spec.make_simulator()
+    original = sim.new_state()
+    sim.step([original], np.array([0]))
+    copy = sim.clone(original)
+    before = str(original)
+    sim.step([copy, copy], np.array([1, 2]))  # the clone moves on, the original stays
+    assert str(original) == before and original.history() == [0]
+    sim.step([original], np.array([2]))  # and the other way round
+    assert copy.history() == [0, 1, 2] and original.history() == [0, 2]
+    # a clone of an env's state can be searched without touching the env
+    venv = spec.make_vector(1, seed=0)
+    b = venv.reset()
+    probe = sim.clone(b.states[0])
+    sim.step([probe], np.array([3]))
+    b2 = venv.step(np.array([5]))
+    assert b2.states[0].history() == [5] and probe.history() == [3]
