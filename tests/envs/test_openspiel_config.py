@@ -56,7 +56,10 @@ def _lzkernel_config(tmp_path: Path, env: dict) -> subprocess.CompletedProcess[s
     """``python -m lzkernel config`` on the smallest config: a trainer (the one section
     resolution requires; its options default) and the env section under test."""
     path = tmp_path / "board.yaml"
-    path.write_text(yaml.safe_dump({"trainer": {"name": "muzero"}, "env": env}), encoding="utf-8")
+    config = {"trainer": {"name": "muzero"}, "env": env, "policy": {"name": "muzero"}, "buffer": {"name": "game"},
+              "collector": {"name": "episode"}, "evaluator": {"name": "episodes"},
+              "update_schedule": {"name": "fixed"}}
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return subprocess.run([sys.executable, "-m", "lzkernel", "config", str(path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
 
