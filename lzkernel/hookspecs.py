@@ -19,11 +19,11 @@ than the spec lists.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pluggy
 
-from lzkernel.roles.table import ROLE_TABLE
+from lzkernel.roles.table import ROLE_TABLE, RoleSpec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,52 +41,21 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 # ---------------------------------------------------------------------------------------------
 
 
-# The docstrings of these hooks come from the role table (lzkernel.roles.table.ROLE_TABLE), which
-# also fixes the keyword arguments each factory is called with.
+# The hooks are made from the role table (lzkernel.roles.table.ROLE_TABLE): one per role, named
+# ``lzkernel_register_<role>s`` (e.g. ``lzkernel_register_policies``), its docstring saying what
+# the role's factories are called with and must return.
 
 
-@hookspec
-def lzkernel_register_trainers() -> list[Component]:
-    """(see ROLE_TABLE)"""
+def _registration_hookspec(role: RoleSpec) -> Callable[[], list[Component]]:
+    def spec() -> list[Component]: ...
 
-
-@hookspec
-def lzkernel_register_envs() -> list[Component]:
-    """(see ROLE_TABLE)"""
-
-
-@hookspec
-def lzkernel_register_policies() -> list[Component]:
-    """(see ROLE_TABLE)"""
-
-
-@hookspec
-def lzkernel_register_buffers() -> list[Component]:
-    """(see ROLE_TABLE)"""
-
-
-@hookspec
-def lzkernel_register_collectors() -> list[Component]:
-    """(see ROLE_TABLE)"""
-
-
-@hookspec
-def lzkernel_register_evaluators() -> list[Component]:
-    """(see ROLE_TABLE)"""
-
-
-@hookspec
-def lzkernel_register_update_schedules() -> list[Component]:
-    """(see ROLE_TABLE)"""
-
-
-@hookspec
-def lzkernel_register_comm_backends() -> list[Component]:
-    """(see ROLE_TABLE)"""
+    spec.__name__ = spec.__qualname__ = role.hook
+    spec.__doc__ = role.hook_doc()
+    return hookspec(spec)
 
 
 for _role in ROLE_TABLE:
-    globals()[_role.hook].__doc__ = _role.hook_doc()
+    globals()[_role.hook] = _registration_hookspec(_role)
 del _role
 
 

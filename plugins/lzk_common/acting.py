@@ -6,7 +6,7 @@ Shapes: E env rows, A actions.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -61,3 +61,18 @@ def choose_actions(select_action: SelectAction, visits: np.ndarray, legal: np.nd
         actions, _ = select_action(visits, legal, float(temperature), rng, False)
     return np.asarray(actions, dtype=np.int64)
 
+
+
+def search_in_chunks(n: int, chunk: int, num_actions: int, search: Callable[[slice], Any]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Search n roots ``chunk`` at a time (``search(rows)`` → a SearchResult for those rows):
+    (visit_dist [n, A] float32, root_value [n] float32). The chunk bounds the search's memory."""
+    dist = np.zeros((n, num_actions), np.float32)
+    values = np.zeros(n, np.float32)
+    for lo in range(0, n, chunk):
+        sl = slice(lo, min(n, lo + chunk))
+        result = search(sl)
+        visits = result.visit_counts
+        dist[sl] = visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)
+        values[sl] = result.root_value
+    return dist, values

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from lzkernel import ActResult
-from lzk_common.acting import choose_actions, sample_legal_softmax, torch_threads, visit_distribution
+from lzk_common.acting import (choose_actions, sample_legal_softmax, search_in_chunks, torch_threads,
+                               visit_distribution)
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.support import DiscreteSupport
 from lzk_muzero.config import MuZeroPolicyConfig
@@ -188,22 +189,17 @@ class MuZeroPolicy(SearchPolicyBase):
         snap = self._snapshot("target")
         legal = np.asarray(legal, dtype=bool)
         to_play = np.asarray(to_play, dtype=np.int64)
-        n = legal.shape[0]
-        dist = np.zeros((n, self.num_actions), np.float32)
-        values = np.zeros(n, np.float32)
-        for lo in range(0, n, self.cfg.search_chunk):
-            sl = slice(lo, min(n, lo + self.cfg.search_chunk))
+
+        def search(sl: slice) -> Any:
             ta = rv = None
             if reuse_value is not None:
                 ta = np.where(np.asarray(true_action[sl]) < 0, -1, true_action[sl]).astype(np.int64)
                 rv = np.asarray(reuse_value[sl], dtype=np.float32)
-            result, _, _ = self._run_search(snap, obs[sl], legal[sl], to_play[sl], self.cfg.num_simulations,
-                                            add_noise=self.cfg.reanalyze_noise, deterministic=False,
-                                            true_action=ta, reuse_value=rv)
-            visits = result.visit_counts
-            dist[sl] = visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)
-            values[sl] = result.root_value
-        return dist, values
+            return self._run_search(snap, obs[sl], legal[sl], to_play[sl], self.cfg.num_simulations,
+                                    add_noise=self.cfg.reanalyze_noise, deterministic=False,
+                                    true_action=ta, reuse_value=rv)[0]
+
+        return search_in_chunks(legal.shape[0], self.cfg.search_chunk, self.num_actions, search)
 
     # ------------------------------------------------------------------------------------------
     def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:

@@ -8,7 +8,7 @@ obs 10 / reward 1 / policy 1 / value 0.5, entropy 5e-3, value/reward label smoot
 network EMA θ = 0.05 per learner step; 25 simulations for collection and reanalysis, 50 in eval;
 fixed visit temperature 0.25.
 
-This module imports no torch: the kernel imports schemas to validate configs and print docs.
+No torch here: ``lzkernel config`` reads this schema without importing the model.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from lzkernel import ActResult
-from lzk_common.acting import choose_actions, torch_threads, visit_distribution
+from lzk_common.acting import choose_actions, search_in_chunks, torch_threads, visit_distribution
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
@@ -187,18 +187,13 @@ class UniZeroPolicy(SearchPolicyBase):
         legal = np.asarray(legal, dtype=bool)
         to_play = np.asarray(to_play, dtype=np.int64)
         n_obs = np.asarray(n_obs, dtype=np.int64)
-        R = obs.shape[0]
-        dist = np.zeros((R, self.num_actions), np.float32)
-        values = np.zeros(R, np.float32)
-        for lo in range(0, R, self.cfg.search_chunk):
-            sl = slice(lo, min(R, lo + self.cfg.search_chunk))
-            result, _ = self._search_windows("target", obs[sl], actions[sl], n_obs[sl], legal[sl], to_play[sl],
-                                             self.cfg.num_simulations, add_noise=self.cfg.reanalyze_noise,
-                                             deterministic=False)
-            visits = result.visit_counts
-            dist[sl] = visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)
-            values[sl] = result.root_value
-        return dist, values
+
+        def search(sl: slice) -> Any:
+            return self._search_windows("target", obs[sl], actions[sl], n_obs[sl], legal[sl], to_play[sl],
+                                        self.cfg.num_simulations, add_noise=self.cfg.reanalyze_noise,
+                                        deterministic=False)[0]
+
+        return search_in_chunks(obs.shape[0], self.cfg.search_chunk, self.num_actions, search)
 
     # ------------------------------------------------------------------------------------------
     def sequence_value_fn(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
