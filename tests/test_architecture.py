@@ -24,6 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "lzk_muzero": {"lzk_common", "lzk_mcts"},
     "lzk_rezero": {"lzk_loop"},
     "lzk_unizero": {"lzk_common", "lzk_mcts", "lzk_loop"},
+    "lzk_alphazero": {"lzk_common", "lzk_mcts", "lzk_loop"},
 }
 #: The algorithm plugins: none may import another (shared code lives in lzk_common).
 ALGORITHMS = {"lzk_muzero", "lzk_unizero", "lzk_alphazero", "lzk_efficientzero"}

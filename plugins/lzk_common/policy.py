@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from lzkernel import TargetSpec, generator_state, set_generator_state
-from lzk_common.options import SearchPolicyOptions
 
 Snapshot = TypeVar("Snapshot")
 
@@ -65,7 +64,8 @@ class SearchPolicyBase:
     """The online/target model pair, RNG, learner and checkpoint of a search-based policy.
 
     Args:
-        cfg: the policy's options (a :class:`~lzk_common.options.SearchPolicyOptions`).
+        cfg: the policy's options (:class:`~lzk_common.options.SearchOptions` with ``target_spec()``
+            and ``exploration()``, as :class:`~lzk_common.options.SearchPolicyOptions` has).
         obs_shape: one env observation's shape (unstacked); the model sees ``frame_stack`` of them.
         num_actions: A.
         device: torch device of the models.
@@ -73,24 +73,31 @@ class SearchPolicyBase:
             initial weights come from torch's global RNG (the run seeds it).
     """
 
-    def __init__(self, cfg: SearchPolicyOptions, obs_shape: Sequence[int], num_actions: int, *,
+    def __init__(self, cfg: Any, obs_shape: Sequence[int], num_actions: int, *,
                  device: str | torch.device, seed: int) -> None:
         self.cfg = cfg
         self.device = torch.device(device)
         self.num_actions = int(num_actions)
         self.env_obs_shape = tuple(obs_shape)
-        self.obs_shape = stacked_obs_shape(self.env_obs_shape, cfg.frame_stack)
+        self.obs_shape = stacked_obs_shape(self.env_obs_shape, cfg.target_spec().frame_stack)
         self.rng = np.random.default_rng(seed)
         self.model: nn.Module
-        self.target_model: nn.Module
+        self.target_model: nn.Module | None = None
         self.learner: Any = None
 
-    def attach(self, model: nn.Module, learner_factory: Callable[[nn.Module, nn.Module], Any]) -> None:
-        """Install the online ``model`` (moved to the device), its frozen target copy and the
-        learner ``learner_factory(model, target_model)``."""
+    def attach(self, model: nn.Module, learner_factory: Callable[[nn.Module, nn.Module | None], Any], *,
+               target: bool = True) -> None:
+        """Install the online ``model`` (moved to the device), its frozen target copy (unless
+        ``target`` is false: AlphaZero has none) and the learner
+        ``learner_factory(model, target_model)``."""
         self.model = model.to(self.device)
-        self.target_model = frozen_copy(self.model)
+        self.target_model = frozen_copy(self.model) if target else None
         self.learner = learner_factory(self.model, self.target_model)
+
+    @property
+    def models(self) -> tuple[nn.Module, ...]:
+        """The online model, then the target model if there is one."""
+        return (self.model,) if self.target_model is None else (self.model, self.target_model)
 
     # -- LearningPolicy ----------------------------------------------------------------------
     @property
@@ -106,7 +113,7 @@ class SearchPolicyBase:
         return int(self.learner.steps)
 
     def replicated_tensors(self) -> list[torch.Tensor]:
-        return [t for m in (self.model, self.target_model) for t in (*m.parameters(), *m.buffers())]
+        return [t for m in self.models for t in (*m.parameters(), *m.buffers())]
 
     def updated_buffers(self) -> list[torch.Tensor]:
         """Default: the online model's floating buffers (a learner step moves them with this
@@ -119,16 +126,15 @@ class SearchPolicyBase:
     def state_dict(self) -> dict[str, Any]:
         """Model, target model, learner state (optimizer, steps) and the policy RNG state:
         tensors and plain Python values, loadable with ``torch.load(weights_only=True)``."""
-        return {
-            "model": self.model.state_dict(),
-            "target_model": self.target_model.state_dict(),
-            "learner": self.learner.state_dict(),
-            "rng": generator_state(self.rng),
-        }
+        state: dict[str, Any] = {"model": self.model.state_dict()}
+        if self.target_model is not None:
+            state["target_model"] = self.target_model.state_dict()
+        return {**state, "learner": self.learner.state_dict(), "rng": generator_state(self.rng)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
-        self.target_model.load_state_dict(state["target_model"])
+        if self.target_model is not None:
+            self.target_model.load_state_dict(state["target_model"])
         self.learner.load_state_dict(state["learner"])
         rng = state.get("rng")
         if rng is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lzkernel import Component, hookimpl, option
+from lzkernel import Component, SimulatorEnvSpec, hookimpl, option
 
 
 @dataclass
@@ -78,6 +78,7 @@ def lzkernel_register_envs() -> list[Component]:
             "openspiel",
             factory=make_openspiel_env,
             config=OpenSpielEnvConfig,
+            provides=(SimulatorEnvSpec,),
             doc="Two-player board games from OpenSpiel (tic-tac-toe, connect four, go, ...), with a "
             "simulator for search and opponents (random, mcts, perfect for tic-tac-toe).",
         ),

@@ -57,6 +57,13 @@ class SequenceGameBufferConfig(_SegmentBufferConfig):
         256, doc="Buffer reanalysis: roots (history windows) per reanalyze_fn call at most (0: one call).", min=0)
 
 
+@dataclass
+class OutcomeBufferConfig:
+    """Options of the ``outcome`` replay buffer (AlphaZero)."""
+
+    capacity: int = option(1_000_000, doc="Stored positions at most (the oldest are dropped first).", min=1)
+
+
 def _geometry(env_spec: EnvSpec, target_spec: TargetSpec) -> dict[str, Any]:
     """The constructor arguments that come from the policy's target spec and the env."""
     return dict(unroll_steps=target_spec.unroll_steps, td_steps=target_spec.td_steps, discount=target_spec.discount,
@@ -83,6 +90,25 @@ def make_sequence_buffer(cfg: SequenceGameBufferConfig, run: Any, *, env_spec: E
                               reanalyze_batch_size=cfg.reanalyze_batch_size)
 
 
+def make_outcome_buffer(cfg: OutcomeBufferConfig, run: Any, *, env_spec: EnvSpec, target_spec: TargetSpec) -> Any:
+    """Build an :class:`~lzk_replay.outcome_buffer.OutcomeBuffer` (value targets: the outcome, γ
+    of the policy's target spec)."""
+    from lzk_replay.outcome_buffer import OutcomeBuffer
+
+    return OutcomeBuffer(capacity=cfg.capacity, obs_shape=tuple(env_spec.obs_shape),
+                         num_actions=int(env_spec.num_actions), discount=target_spec.discount)
+
+
+def check_outcome_geometry(ctx: CheckContext) -> list[str]:
+    """Outcome targets are single positions: no unroll, no stacked frames."""
+    spec = ctx.target_spec
+    problems = check_capacity(ctx)
+    if spec is not None and (spec.unroll_steps != 0 or spec.frame_stack != 1):
+        problems.append(f"the outcome buffer serves single positions (K = 0, one frame); policy '{ctx.name('policy')}' "
+                        f"unrolls {spec.unroll_steps} steps over {spec.frame_stack} frames: use buffer 'game'")
+    return problems
+
+
 def check_capacity(ctx: CheckContext) -> list[str]:
     """A batch must fit the buffer: a capacity below the policy's batch size could never train."""
     spec, cfg = ctx.target_spec, ctx.options("buffer")
@@ -99,6 +125,9 @@ def lzkernel_register_buffers() -> list[Component]:
                   provides=(ReanalysableBuffer,), needs={"policy": (ObservationValues,)}, check=check_capacity,
                   doc="Game-segment replay buffer (MuZero/ReZero): n-step targets, optional PER, "
                       "ReZero buffer reanalysis."),
+        Component("outcome", factory=make_outcome_buffer, config=OutcomeBufferConfig, check=check_outcome_geometry,
+                  doc="Positions of whole episodes with the game's outcome as value target (AlphaZero): "
+                      "uniform replay, no bootstrap."),
         Component("unizero", factory=make_sequence_buffer, config=SequenceGameBufferConfig,
                   provides=(ReanalysableBuffer,), needs={"policy": (SequenceValues,)}, check=check_capacity,
                   doc="Game-segment replay buffer (UniZero): sequence bootstrap values, optional PER, "
