@@ -50,6 +50,8 @@ class LocalComm:
 
     rank: int = 0
     world_size: int = 1
+    #: Seconds spent in collectives: none, there is nothing to wait for.
+    seconds: float = 0.0
 
     @property
     def is_main(self) -> bool:
