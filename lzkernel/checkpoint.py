@@ -355,6 +355,7 @@ def load(path: str | Path, map_location: str = "cpu") -> tuple[dict[str, Any], d
     listed = meta.get("arrays")
     if isinstance(listed, list) and sorted(arrays) != sorted(map(str, listed)):
         lacking = sorted(set(map(str, listed)) - set(arrays))
+        extra = sorted(set(arrays) - set(map(str, listed)))
         raise _damaged(p, f"arrays.npz lacks {', '.join(lacking)}" if lacking
-                       else f"arrays.npz holds arrays meta.json does not list: {sorted(set(arrays) - set(map(str, listed)))}")
+                       else f"arrays.npz holds arrays meta.json does not list: {', '.join(extra)}")
     return state, arrays, meta
