@@ -195,6 +195,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         for role, names in e["components"].items():
             print(f"    {role}: {', '.join(names)}")
     for e in kernel.errors:
+        if _want_traceback(args):
+            sys.stdout.write(e.traceback)
         print(f"ERROR {e.describe()}")
     if kernel.blocked:
         print(f"blocked: {', '.join(sorted(kernel.blocked))}")
