@@ -14,7 +14,8 @@ Why our own launcher rather than ``torchrun --standalone``:
   and the launcher's last line repeats that verdict. A rank named as not responding is killed
   at once; the others get SIGTERM and :data:`FAIL_GRACE_S` seconds. As a backstop, a rank
   that stays inside one collective :data:`BACKSTOP_S` seconds past its ``comm.timeout_s`` (the
-  transport's own deadline did not fire) ends the run with the launcher's own verdict.
+  transport's own deadline did not fire), or that is still running ``comm.timeout_s`` after
+  another rank finished cleanly, ends the run with the launcher's own verdict.
 * **Fail fast, nothing left behind.** The first rank to fail is the root cause; every rank
   runs in its own session and dies with the launcher (``PR_SET_PDEATHSIG``).
 * **Signals.** SIGINT/SIGTERM are forwarded once as SIGTERM (each rank saves at its next safe
@@ -48,6 +49,9 @@ STOP_GRACE_S = 25.0
 FAIL_GRACE_S = 10.0
 #: A rank inside one collective this long past its comm.timeout_s ends the run (backstop).
 BACKSTOP_S = 10.0
+#: How long the others may run on after one rank finished cleanly, when no heartbeat says
+#: comm.timeout_s (a rank that never published one).
+FINISH_DEFAULT_S = 120.0
 MONITOR_S = 0.2
 #: torchrun's variables: never inherited by the ranks (the launcher sets its own).
 _LAUNCH_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
@@ -145,6 +149,23 @@ def _backstop(store: Any, prefix: str, nproc: int) -> str | None:
     return None
 
 
+def _straggler(store: Any, prefix: str, nproc: int, running: Sequence[int], done: int, waited: float) -> str | None:
+    """The launcher's verdict on ranks still running ``comm.timeout_s`` after rank ``done``
+    finished cleanly (every rank runs the same collectives, so they end together)."""
+    beats = read_beats(store, prefix, nproc)
+    timeouts = [float(hb.get("timeout", 0) or 0) for hb in beats.values() if hb]
+    limit = max(timeouts, default=0.0) or FINISH_DEFAULT_S
+    if waited <= limit:
+        return None
+    where = {r: (beats.get(r) or {}).get("where", "?") for r in running}
+    head = (f"rank {running[0]} stopped responding" if len(running) == 1
+            else f"ranks {', '.join(map(str, running))} stopped responding")
+    text = (f"{head}: still running {waited:.0f} s after rank {done} finished (comm.timeout_s={limit:g}); at "
+            + "; ".join(f"rank {r}: {w}" if len(running) > 1 else w for r, w in where.items()))
+    record_fault(store, prefix, {"ranks": list(running), "by": "launcher", "message": text})
+    return text
+
+
 def launch(nproc: int, run_args: Sequence[str], *, port: int = 0, env: dict[str, str] | None = None) -> int:
     """Run ``lzkernel run RUN_ARGS`` as ``nproc`` ranks; return the launch's exit code."""
     if nproc < 1:
@@ -232,6 +253,11 @@ def _supervise(ranks: list[_Rank], store: Any, prefix: str, signals: list[int]) 
             kill_at = min(kill_at or float("inf"), now + FAIL_GRACE_S)
         if not root_seen and not signals:
             verdict = _backstop(store, prefix, len(ranks))
+            finished = [rk for rk in ranks if rk.proc.returncode == 0 and rk.exited_at is not None]
+            if verdict is None and finished:
+                first = min(finished, key=lambda rk: rk.exited_at or 0.0)
+                verdict = _straggler(store, prefix, len(ranks), [rk.rank for rk in running], first.rank,
+                                     now - (first.exited_at or now))
             if verdict is not None:
                 _signal_all(ranks, signal.SIGKILL)
                 for rk in ranks:

@@ -5,7 +5,8 @@ collective (an all-reduce that also carries the ranks' stop flags, so every rank
 together), with checkpoints and resume through the run context, and knobs that inject faults:
 
 * ``hang_rank`` / ``hang_at_iter`` / ``hang_s``: that rank sleeps inside ``env_step`` before
-  iteration ``hang_at_iter`` (alive but stuck outside any collective, as an env that hangs);
+  iteration ``hang_at_iter`` (alive but stuck outside any collective, as an env that hangs), or
+  after its last iteration when ``hang_at_iter`` is past ``run.max_train_iters``;
 * ``raise_rank`` / ``raise_at_iter``: that rank raises ``RuntimeError`` there;
 * ``sleep_s``: seconds per iteration (a run slow enough to watch).
 
@@ -83,6 +84,8 @@ class FaultLoop:
                 break
             if cfg.sleep_s:
                 time.sleep(cfg.sleep_s)
+        if run.rank == cfg.hang_rank and cfg.hang_at_iter > run.cfg.max_train_iters:
+            self.env_step()  # after the last collective: the other ranks finish cleanly
         run.save_checkpoint(self.state_dict(), self.arrays())
 
 

@@ -113,6 +113,24 @@ def test_a_hung_rank_is_named_within_the_timeout(tmp_path: Path) -> None:
     assert not alive(sorted(pids))
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
+@gloo
+def test_a_rank_hung_after_the_others_finished_is_named(tmp_path: Path) -> None:
+    """Rank 1 hangs after its last collective: rank 0 exits 0; comm.timeout_s later the
+    launcher kills rank 1 and names it (no collective would ever time out here)."""
+    timeout_s = 3.0
+    cfg = _gloo_config(tmp_path, timeout_s=timeout_s, max_train_iters=5)
+    proc, out, err, seconds, _, pids = _launch(
+        ["--nproc", "2", cfg, "-p", "lzk_fault_plugin", "trainer.hang_rank=1", "trainer.hang_at_iter=99"], tmp_path)
+    assert proc.returncode == 1, err[-4000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("lzkernel launch: rank 1 stopped responding: still running"), err[-4000:]
+    assert "after rank 0 finished" in last and "in env_step" in last and "(detected by the launcher)" in last
+    assert seconds < timeout_s + 20, seconds
+    assert not alive(sorted(pids))
+
+
 @pytest.mark.distributed
 @gloo
 def test_a_raising_rank_is_named(tmp_path: Path) -> None:
