@@ -50,8 +50,7 @@ class LocalComm:
 
     rank: int = 0
     world_size: int = 1
-    #: Seconds spent in collectives: none, there is nothing to wait for.
-    seconds: float = 0.0
+    seconds: float = 0.0  # no collective takes time here
 
     @property
     def is_main(self) -> bool:
