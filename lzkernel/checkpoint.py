@@ -10,10 +10,20 @@ directory, rename it to its final name, fsync the parent, then write and fsync `
 directory without ``DONE`` or whose hashes do not match is never picked as ``latest``. Rotation
 (``keep_last``) runs only after the new checkpoint has committed. ``best`` is a separate slot,
 replaced atomically and never rotated.
+
+Temporary directories are named after the writing process (``.NAME.tmp-PID``). Cleaning them
+up removes only this process's and those of processes that no longer exist: a temporary
+directory of a live process is its checkpoint in progress (one run per directory is enforced by
+:mod:`lzkernel.rundir`; this is the second line of defence).
+
+A checkpoint is *damaged* when its manifest does not list the files every checkpoint has, lists
+files that are missing or differ from their hash, or when a listed file cannot be read back;
+every such case is a :class:`CheckpointError` that starts with ``checkpoint PATH is damaged``.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -30,6 +40,35 @@ log = logging.getLogger("lzkernel.checkpoint")
 STEP_RE = re.compile(r"^step_(\d{12})$")
 DONE = "DONE"
 FORMAT_VERSION = 1
+#: Files every committed checkpoint lists in its manifest.
+REQUIRED_FILES = ("state.pt", "config.yaml", "meta.json")
+_TEMP_RE = re.compile(r"^\..+\.(tmp|old)-(\d+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+def _foreign_live(p: Path) -> bool:
+    """True for a temporary (``.tmp-PID``/``.old-PID``) directory of another live process."""
+    m = _TEMP_RE.match(p.name)
+    if m is None:
+        return False
+    pid = int(m.group(2))
+    return pid != os.getpid() and _pid_alive(pid)
 
 
 def _fsync_file(path: Path) -> None:
@@ -48,6 +87,17 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _write_bytes(path: Path, data: Any) -> None:
+    """Write ``data`` to a new file ``path``; an OSError names ``path``."""
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
 
 
 def _sha256(path: Path) -> str:
@@ -91,7 +141,12 @@ class CheckpointStore:
         tmp.mkdir()
         old: Path | None = None
         try:
-            torch.save(dict(state), tmp / "state.pt")
+            # Serialised in memory, then written with plain file I/O: a full disk is then an
+            # OSError naming the file (torch's own writer says only "file write failed").
+            buf = io.BytesIO()
+            torch.save(dict(state), buf)
+            _write_bytes(tmp / "state.pt", buf.getbuffer())
+            del buf
             _check_loadable(torch, tmp / "state.pt")
             if arrays:
                 for key, value in arrays.items():
@@ -100,7 +155,10 @@ class CheckpointStore:
                 with open(tmp / "arrays.npz", "wb") as f:
                     np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
             (tmp / "config.yaml").write_text(self.config_yaml, encoding="utf-8")
-            info = {"format": FORMAT_VERSION, "step": step, "tag": tag, "time": time.time(), **(meta or {})}
+            # The array names go into meta.json so that a checkpoint whose arrays vanished (with
+            # the manifest rewritten to match) is still recognised as damaged.
+            info = {"format": FORMAT_VERSION, "step": step, "tag": tag, "time": time.time(),
+                    "arrays": sorted(arrays) if arrays else [], **(meta or {})}
             (tmp / "meta.json").write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
             files = sorted(p.name for p in tmp.iterdir())
             manifest = {name: _sha256(tmp / name) for name in files}
@@ -134,10 +192,13 @@ class CheckpointStore:
 
     def _clean_temporaries(self) -> None:
         for p in self.root.glob(".*.tmp-*"):
-            shutil.rmtree(p, ignore_errors=True)
+            if not _foreign_live(p):  # never another live process's checkpoint in progress
+                shutil.rmtree(p, ignore_errors=True)
         # A swap killed between its renames leaves the previous checkpoint at ``.NAME.old-PID``:
         # restore it if ``NAME`` did not commit, else it is garbage.
         for p in self.root.glob(".*.old-*"):
+            if _foreign_live(p):  # a live process is between its two renames
+                continue
             target = self.root / p.name[1:].rsplit(".old-", 1)[0]
             if (p / DONE).is_file() and not (target / DONE).is_file():
                 shutil.rmtree(target, ignore_errors=True)
@@ -196,8 +257,13 @@ def _check_loadable(torch: Any, path: Path) -> None:
         )
 
 
+def _damaged(p: Path, detail: str) -> CheckpointError:
+    return CheckpointError(f"checkpoint {p} is damaged: {detail}")
+
+
 def verify(path: str | Path) -> dict[str, Any]:
-    """Check ``DONE`` and every hash; return the meta."""
+    """Check ``DONE``, the manifest (it lists every required file and every file present) and
+    every hash; return the meta."""
     p = Path(path)
     if not p.is_dir():
         raise CheckpointError(f"{p} is not a checkpoint directory")
@@ -206,17 +272,64 @@ def verify(path: str | Path) -> dict[str, Any]:
     try:
         manifest = json.loads((p / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{p}: unreadable manifest.json ({exc})") from None
+        raise _damaged(p, f"unreadable manifest.json ({exc})") from None
+    if not isinstance(manifest, dict) or not all(isinstance(v, str) for v in manifest.values()):
+        raise _damaged(p, "manifest.json is not a mapping of file names to hashes")
+    missing = [name for name in REQUIRED_FILES if name not in manifest]
+    if missing:
+        raise _damaged(p, f"manifest.json does not list {', '.join(missing)}")
+    unlisted = sorted(q.name for q in p.iterdir() if q.name not in manifest and q.name not in (DONE, "manifest.json"))
+    if unlisted:
+        raise _damaged(p, f"files not in its manifest: {', '.join(unlisted)}")
     for name, digest in manifest.items():
         f = p / name
+        if "/" in name or "\\" in name or name in ("", ".", "..") or f.is_symlink():
+            raise _damaged(p, f"manifest entry {name!r} is not a plain file of the checkpoint")
         if not f.is_file():
-            raise CheckpointError(f"{p}: missing file {name}")
+            raise _damaged(p, f"missing file {name}")
         if _sha256(f) != digest:
-            raise CheckpointError(f"{p}: {name} does not match its hash (corrupt)")
+            raise _damaged(p, f"{name} does not match its hash (corrupt)")
     try:
-        return json.loads((p / "meta.json").read_text(encoding="utf-8"))
+        meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{p}: unreadable meta.json ({exc})") from None
+        raise _damaged(p, f"unreadable meta.json ({exc})") from None
+    if not isinstance(meta, dict):
+        raise _damaged(p, "meta.json is not a mapping")
+    if meta.get("arrays") and "arrays.npz" not in manifest:
+        raise _damaged(p, f"meta.json lists arrays ({', '.join(map(str, meta['arrays']))}) but there is no arrays.npz")
+    return meta
+
+
+def stored_config(path: str | Path) -> dict[str, Any] | None:
+    """The resolved config a checkpoint was written with (None when it stores an empty one);
+    read without importing torch, before anything is loaded."""
+    from lzkernel.config.strict_yaml import parse
+
+    p = Path(path)
+    try:
+        data = parse((p / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise _damaged(p, f"unreadable config.yaml ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - any YAML problem: the file is not what we wrote
+        raise _damaged(p, f"config.yaml is not valid YAML ({' '.join(str(exc).split())})") from None
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise _damaged(p, "config.yaml is not a mapping of sections")
+    return data
+
+
+def _first_line(exc: BaseException) -> str:
+    """The gist of an error message in one line. torch's weights_only errors run to a page of
+    advice (including re-running with ``weights_only=False``, which is exactly what must not be
+    done with a checkpoint one does not trust): keep only what the unpickler refused."""
+    text = str(exc)
+    if "WeightsUnpickler error:" in text:
+        gist = " ".join(text.split("WeightsUnpickler error:", 1)[1].split())
+        gist = gist.split(" Please use ", 1)[0].split(" Check the documentation", 1)[0]
+        return f"the unpickler refused it ({gist[:200]})"
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 def load(path: str | Path, map_location: str = "cpu") -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -229,9 +342,20 @@ def load(path: str | Path, map_location: str = "cpu") -> tuple[dict[str, Any], d
     try:
         state = torch.load(p / "state.pt", map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - unpickling errors come in many types
-        raise CheckpointError(f"{p}/state.pt cannot be loaded safely: {exc}") from None
+        raise _damaged(p, f"state.pt cannot be loaded safely (weights_only=True): {_first_line(exc)}") from None
+    if not isinstance(state, dict):
+        raise _damaged(p, f"state.pt holds a {type(state).__name__}, not a mapping")
     arrays: dict[str, Any] = {}
     if (p / "arrays.npz").is_file():
-        with np.load(p / "arrays.npz", allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
+        try:
+            with np.load(p / "arrays.npz", allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except Exception as exc:  # noqa: BLE001 - BadZipFile, ValueError (pickled arrays), OSError
+            raise _damaged(p, f"arrays.npz cannot be read: {_first_line(exc)}") from None
+    listed = meta.get("arrays")
+    if isinstance(listed, list) and sorted(arrays) != sorted(map(str, listed)):
+        lacking = sorted(set(map(str, listed)) - set(arrays))
+        extra = sorted(set(arrays) - set(map(str, listed)))
+        raise _damaged(p, f"arrays.npz lacks {', '.join(lacking)}" if lacking
+                       else f"arrays.npz holds arrays meta.json does not list: {', '.join(extra)}")
     return state, arrays, meta

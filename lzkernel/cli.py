@@ -1,17 +1,24 @@
-"""The ``lzkernel`` command line: ``run``, ``config``, ``plugins``, ``--version``.
+"""The ``lzkernel`` command line: ``run``, ``launch``, ``config``, ``plugins``, ``--version``.
 
 ``main(argv) -> int`` so tests can call it in-process. Configuration errors (bad YAML, unknown
-keys, unknown components, a missing resume path, a plugin that fails to import) print one
-message without a traceback and return 2. Any other error during a run prints its traceback,
-then ``lzkernel: error: rank R: Type: message``, and returns 1 (each rank of a multi-rank run
-has this error boundary). ``config`` and ``plugins`` never import torch.
+keys, unknown components, a missing or damaged resume checkpoint, a resume with an incompatible
+config, a plugin that fails to import, a run directory in use or that cannot be written, a full
+disk) print one message without a traceback and return 2; ``--traceback`` (or
+``LZKERNEL_TRACEBACK=1``) adds the traceback. Any other error during a run prints its
+traceback, then ``lzkernel: error: rank R: Type: message``, and returns 1 (each rank of a
+multi-rank run has this error boundary). ``config`` and ``plugins`` never import torch.
+
+Overrides may come before or after the options: ``run CONFIG --resume auto a.b=1`` works.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import sys
+import traceback
 from typing import Sequence
 
 from lzkernel import __version__
@@ -19,6 +26,11 @@ from lzkernel.errors import ConfigError, PluginError
 
 EXIT_CONFIG = 2
 EXIT_FAILURE = 1
+TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
+#: errno values that mean "this path cannot be written" (the disk, the permissions or the path),
+#: reported as one line naming the path (exit 2) rather than as a crash.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
+                            errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EIO})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="load plugin NAME (entry-point name or module); 'no:NAME' blocks it before import")
         p.add_argument("--disable-plugin-autoload", action="store_true",
                        help="do not load entry points (like LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1)")
+        p.add_argument("--traceback", action="store_true",
+                       help=f"print the traceback of configuration errors too (like {TRACEBACK_ENV}=1)")
 
     run = sub.add_parser("run", help="train from a config")
     run.add_argument("config", help="YAML config file")
@@ -40,6 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="auto|PATH", help="resume from the newest checkpoint (auto) or PATH")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     plugin_opts(run)
+
+    launch = sub.add_parser(
+        "launch", help="run N ranks on this machine (gloo on loopback only); the rest goes to `lzkernel run`",
+        description="Start N ranks of `lzkernel run CONFIG ARGS...` on this machine with their rendezvous "
+                    "store and every socket on 127.0.0.1, a heartbeat that names a rank that stops responding, "
+                    "fail-fast teardown and signal forwarding. Pass comm.name=gloo.")
+    launch.add_argument("--nproc", type=int, required=True, metavar="N", help="number of ranks")
+    launch.add_argument("--port", type=int, default=0,
+                        help="port of the rendezvous store on 127.0.0.1 (default: one the OS picks)")
+    launch.add_argument("config", help="YAML config file")
+    launch.add_argument("args", nargs=argparse.REMAINDER, help="overrides and options of `lzkernel run`")
 
     cfg = sub.add_parser("config", help="validate a config and print it resolved (no torch import)")
     cfg.add_argument("config")
@@ -78,6 +103,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ConfigError, PluginError, KeyboardInterrupt):
         raise
     except Exception as exc:  # the error boundary of one rank: name it, exit non-zero
+        storage = storage_error(exc)
+        if storage is not None:
+            raise ConfigError(describe_storage_error(storage, config.run.out_dir)) from exc
         return _report_failure(exc, run)
     if run.stop_signal is not None:
         return 128 + run.stop_signal
@@ -88,9 +116,6 @@ def _report_failure(exc: BaseException, run: object) -> int:
     """Print the traceback, then ``lzkernel: error: rank R: Type: message`` (the line a multi-rank
     launcher's output is searched for); under torchrun also write its error file, so the
     launcher's summary names this rank's exception. Returns exit code 1."""
-    import os
-    import traceback
-
     try:
         rank = int(run.rank) if getattr(run, "comm", None) is not None else int(os.environ.get("RANK", "0"))  # type: ignore[attr-defined]
     except (TypeError, ValueError):
@@ -105,6 +130,33 @@ def _report_failure(exc: BaseException, run: object) -> int:
             pass
     print(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     return EXIT_FAILURE
+
+
+def storage_error(exc: BaseException) -> OSError | None:
+    """The OSError behind ``exc`` (itself, its cause or its context) that says a path cannot be
+    written (:data:`STORAGE_ERRNOS`), or None."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in STORAGE_ERRNOS:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def describe_storage_error(exc: OSError, out_dir: str) -> str:
+    """One line naming the path (the run directory when the OS did not say which file)."""
+    reason = exc.strerror or os.strerror(exc.errno or 0)
+    if exc.filename is not None:
+        return f"cannot write {exc.filename}: {reason} (run.out_dir '{out_dir}')"
+    return f"writing under run.out_dir '{out_dir}' failed: {reason}"
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from lzkernel.launch import launch
+
+    return launch(args.nproc, [args.config, *args.args], port=args.port)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -143,6 +195,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         for role, names in e["components"].items():
             print(f"    {role}: {', '.join(names)}")
     for e in kernel.errors:
+        if _want_traceback(args):
+            sys.stdout.write(e.traceback)
         print(f"ERROR {e.describe()}")
     if kernel.blocked:
         print(f"blocked: {', '.join(sorted(kernel.blocked))}")
@@ -161,9 +215,27 @@ def cmd_version() -> int:
     return 0
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; overrides given after an option (``CONFIG --resume auto a.b=1``) join the
+    others in the order written (argparse alone calls them unrecognized)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if getattr(args, "command", None) in ("run", "config") and not any(x.startswith("-") for x in extra):
+            args.overrides = [*args.overrides, *extra]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _want_traceback(args: argparse.Namespace) -> bool:
+    from lzkernel.pluginmanager import autoload_disabled as _truthy  # same rule as the autoload switch
+
+    return bool(getattr(args, "traceback", False)) or _truthy(os.environ.get(TRACEBACK_ENV, ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -171,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_version()
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "launch":
+            return cmd_launch(args)
         if args.command == "config":
             return cmd_config(args)
         if args.command == "plugins":
@@ -178,6 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_CONFIG
     except (ConfigError, PluginError) as exc:
+        if _want_traceback(args):
+            details = getattr(exc, "details", "")
+            if details:
+                sys.stderr.write(details)
+            traceback.print_exception(exc)
         print(f"lzkernel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:

@@ -36,6 +36,11 @@ class Component:
       buffer.segment_length"); returns problems as ``"key: message"`` strings;
     * ``target_spec(cfg)``: policies only, the :class:`~lzkernel.TargetSpec` their options imply
       (what ``policy.target_spec`` will be), so that other components' checks can use it.
+
+    ``resume_safe``: keys of this component's section (relative to it, dotted for nested ones;
+    a key covers everything below it) that a resume may change: what does not shape the state a
+    checkpoint holds, e.g. an evaluator's ``every_train_iters``. Every other change to the
+    section is refused on resume (:mod:`lzkernel.config.resume_check`).
     """
 
     name: str
@@ -46,5 +51,6 @@ class Component:
     needs: Mapping[str, tuple[type, ...]] = field(default_factory=dict)
     check: Callable[[CheckContext], list[str]] | None = field(default=None, compare=False)
     target_spec: Callable[[Any], TargetSpec] | None = field(default=None, compare=False)
+    resume_safe: tuple[str, ...] = ()
     # Filled in by the registry: the plugin that registered this component.
     plugin: str = field(default="", compare=False)

@@ -16,6 +16,9 @@ class ConfigError(LzkernelError):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems = problems or [message]
+        #: Tracebacks behind the message (e.g. of plugins that failed to import), printed by
+        #: ``--traceback`` only.
+        self.details = ""
 
 
 class PluginError(LzkernelError):

@@ -2,10 +2,14 @@
 
 One :class:`Kernel` per run (never a module-global plugin manager). Loading follows pytest:
 
-1. ``-p no:NAME`` blocks NAME before anything is imported;
+1. ``-p no:NAME`` blocks NAME before anything is imported; NAME is an entry-point name, a
+   module (or a package above it: ``no:lzk_sinks`` blocks every entry point in ``lzk_sinks``) or
+   a distribution name;
 2. entry points of group ``lzkernel`` are loaded one by one unless autoloading is off
-   (``LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1`` or ``autoload=False``); a plugin that fails to import
-   is recorded with its distribution and version instead of aborting start-up;
+   (``LZKERNEL_DISABLE_PLUGIN_AUTOLOAD`` set to anything but ``0``/``false``/``no``/``off``/empty,
+   as pytest's switch, or ``autoload=False``); a plugin that fails to import (an exception, or
+   ``sys.exit()`` at import) is recorded with its distribution and version instead of aborting
+   start-up;
 3. ``-p NAME`` loads the entry point called NAME, or else imports module NAME, even when
    autoloading is off; ``LZKERNEL_PLUGINS=a,b`` does the same;
 4. ``check_pending()`` rejects implementations of hooks that do not exist.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as metadata
 import os
+import re
 import traceback
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -74,7 +79,7 @@ class Kernel:
         self.errors: list[LoadError] = []
         self.blocked: set[str] = set()
         if autoload is None:
-            autoload = os.environ.get(AUTOLOAD_ENV, "").strip() not in ("1", "true", "yes")
+            autoload = not autoload_disabled(os.environ.get(AUTOLOAD_ENV, ""))
         self.autoload = autoload
         self._registry: Registry | None = None
 
@@ -111,28 +116,36 @@ class Kernel:
         self.blocked.add(name)
         self.pm.set_blocked(name)
 
+    def _is_blocked(self, name: str, module: str, dist_name: str | None = None) -> bool:
+        """Whether ``-p no:X`` names this plugin: its name, its module or a package above it, or
+        its distribution (checked before anything is imported)."""
+        if name in self.blocked or self.pm.is_blocked(name):
+            return True
+        parts = module.split(".")
+        if any(".".join(parts[:i]) in self.blocked for i in range(1, len(parts) + 1)):
+            return True
+        return dist_name is not None and _normal(dist_name) in {_normal(b) for b in self.blocked}
+
     def _load_entry_point(self, name: str, ep: metadata.EntryPoint) -> None:
-        if name in self.blocked or name in self.infos or self.pm.is_blocked(name):
-            return
         dist = getattr(ep, "dist", None)
         dist_name = dist.metadata["Name"] if dist is not None else None
         version = dist.version if dist is not None else None
+        if name in self.infos or self._is_blocked(name, ep.module, dist_name):
+            return
         try:
             obj = ep.load()
-        except Exception as exc:  # one broken plugin must not take the CLI down
-            self.errors.append(
-                LoadError(name, dist_name, version, f"{type(exc).__name__}: {exc}", traceback.format_exc())
-            )
+        except (Exception, SystemExit) as exc:  # one broken plugin must not take the CLI down
+            self.errors.append(LoadError(name, dist_name, version, _import_failure(exc), traceback.format_exc()))
             return
         self.register(obj, name, PluginInfo(name, ep.value, dist_name, version, "entry point", _file(obj)))
 
     def _load_module(self, spec: str) -> None:
-        if spec in self.blocked or spec in self.infos:
+        if spec in self.infos or self._is_blocked(spec, spec):
             return
         try:
             module = importlib.import_module(spec)
-        except Exception as exc:
-            self.errors.append(LoadError(spec, None, None, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        except (Exception, SystemExit) as exc:
+            self.errors.append(LoadError(spec, None, None, _import_failure(exc), traceback.format_exc()))
             return
         self.register(module, spec, PluginInfo(spec, spec, source="-p", file=_file(module)))
 
@@ -163,7 +176,10 @@ class Kernel:
         if self.errors:
             lines = [e.describe() for e in self.errors]
             hint = "skip a plugin with -p no:NAME, or set LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1"
-            raise ConfigError("\n".join(lines) + f"\n({hint})", lines)
+            # One line per plugin, the hint on the last: the error ends with a line naming a plugin.
+            error = ConfigError("\n".join(lines) + f" ({hint})", lines)
+            error.details = "".join(e.traceback for e in self.errors)  # shown by --traceback
+            raise error
 
     def describe(self) -> list[dict[str, Any]]:
         """One entry per loaded plugin: name, dist, version, module, components by role."""
@@ -184,6 +200,25 @@ class Kernel:
                 }
             )
         return out
+
+
+def autoload_disabled(value: str) -> bool:
+    """Whether ``LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=value`` turns autoloading off: any value but
+    empty, ``0``, ``false``, ``no`` or ``off`` (any case), like pytest's
+    ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``. A security switch fails closed: ``True`` counts."""
+    return value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _normal(dist_name: str) -> str:
+    """A distribution name as PEP 503 compares them (``lzkernel_Demo`` == ``lzkernel-demo``)."""
+    return re.sub(r"[-_.]+", "-", dist_name).lower()
+
+
+def _import_failure(exc: BaseException) -> str:
+    """What went wrong importing a plugin, in one line."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}) while being imported"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _file(obj: Any) -> str | None:

@@ -2,6 +2,13 @@
 
 One :class:`RunContext` per process. Trainers receive it as ``run`` and use the attributes
 listed in ``docs/architecture.md``. Only rank 0 writes files.
+
+Start-up order (each step may stop the run with a :class:`ConfigError`, exit code 2, before the
+next one): an explicit ``--resume PATH`` is verified (nothing is written yet); rank 0 locks
+``run.out_dir`` (:mod:`lzkernel.rundir`: the first write); ``--resume auto`` picks the newest
+valid checkpoint; the checkpoint's stored config is compared with the current one
+(:mod:`lzkernel.config.resume_check`); only then is torch imported, the comm backend built and
+anything loaded or written. The lock is released last, on every exit path.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from lzkernel import rundir
 from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint
 from lzkernel.config.loader import ResolvedConfig
 from lzkernel.errors import CheckpointError, ConfigError
@@ -55,6 +63,7 @@ class RunContext:
         self._signals_seen = 0
         self._old_handlers: dict[int, Any] = {}
         self._resume_path: Path | None = None
+        self._lock: rundir.RunDirLock | None = None
         self.comm: Any = None
         self.dir: Path | None = None
         self.checkpoints: CheckpointStore | None = None
@@ -68,8 +77,12 @@ class RunContext:
         except BaseException:
             # __exit__ will not run: release what start() acquired (the process group included).
             self._restore_signal_handlers()
-            if self.comm is not None:
-                self.comm.close()
+            try:
+                if self.comm is not None:
+                    self.comm.close()
+            finally:
+                rundir.release(self._lock)
+                self._lock = None
             raise
         return self
 
@@ -77,11 +90,18 @@ class RunContext:
         self.close(exc)
 
     def start(self) -> None:
-        """Resolve the resume path, bring up comm, seed, create the run dir, fire run_start."""
+        """Verify the resume source, lock the run dir, check the resume config, then bring up
+        comm, seed, write the run files and fire run_start (order: the module docstring)."""
+        run_dir = Path(self.cfg.out_dir)
+        explicit = self._explicit_resume()
+        if rundir.rank_hint() == 0:  # before anything is written, and before torch is imported
+            self._lock = rundir.acquire(run_dir)
+        self._resume_path = explicit if explicit is not None else self._auto_resume(run_dir)
+        if self._resume_path is not None:
+            self._check_resume_config(self._resume_path)
+
         import torch
 
-        run_dir = Path(self.cfg.out_dir)
-        self._resume_path = self._find_resume(run_dir)
         self.device = self._resolve_device(torch)
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -90,13 +110,14 @@ class RunContext:
         self.comm = self.build("comm")
         seed_globals(self.cfg.seed, self.rank)
         if self.is_main:
+            if self._lock is None:  # RANK said otherwise, but this process is rank 0: lock now
+                self._lock = rundir.acquire(run_dir)
             store_root = run_dir / "ckpt"
             if self._resume_path is None and CheckpointStore(store_root).complete_steps():
                 raise ConfigError(
                     f"run.out_dir '{run_dir}' already holds checkpoints; resume it with --resume auto "
                     f"or choose another directory (run.out_dir=...)"
                 )
-            run_dir.mkdir(parents=True, exist_ok=True)
             self.dir = run_dir
             self.checkpoints = CheckpointStore(store_root, self.cfg.keep_last, self.config.to_yaml())
             self._write_run_files(torch)
@@ -104,14 +125,24 @@ class RunContext:
         self.hooks.lzkernel_run_start(run=self)
 
     def close(self, error: BaseException | None = None) -> None:
+        """Fire run_end, write seeds.json, close comm, release the run-dir lock (always last)."""
         try:
-            self.hooks.lzkernel_run_end(run=self, error=error)
+            try:
+                self.hooks.lzkernel_run_end(run=self, error=error)
+            finally:
+                if self.dir is not None:
+                    try:
+                        self._write_json("seeds.json", {"root": self.cfg.seed, **self.derived_seeds})
+                    except OSError as exc:
+                        if error is None:
+                            raise
+                        log.warning("could not write seeds.json: %s", exc)  # never mask the first error
+                self._restore_signal_handlers()
+                if self.comm is not None:
+                    self.comm.close()
         finally:
-            if self.dir is not None:
-                self._write_json("seeds.json", {"root": self.cfg.seed, **self.derived_seeds})
-            self._restore_signal_handlers()
-            if self.comm is not None:
-                self.comm.close()
+            rundir.release(self._lock)
+            self._lock = None
 
     # -- components --------------------------------------------------------------------------
 
@@ -208,36 +239,36 @@ class RunContext:
         return path
 
     def resume_state(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """``(trainer_state, arrays)`` to resume from, restoring counters and RNGs; None if fresh."""
+        """``(trainer_state, arrays)`` to resume from, restoring counters and RNGs; None if fresh.
+
+        A checkpoint that passed its integrity check but cannot be read back (a manifest that
+        hides missing files, a state of the wrong shape) is a :class:`ConfigError` naming it."""
         from lzkernel.seeding import set_rng_state
 
         if self._resume_path is None:
             return None
-        state, arrays, _ = load_checkpoint(self._resume_path)
-        self.train_iter = int(state["counters"]["train_iter"])
-        self.env_steps = int(state["counters"]["env_steps"])
-        set_rng_state(state["rng"])
+        try:
+            state, arrays, _ = load_checkpoint(self._resume_path)
+            counters, rng, trainer = state["counters"], state["rng"], state["trainer"]
+            train_iter, env_steps = int(counters["train_iter"]), int(counters["env_steps"])
+        except CheckpointError as exc:
+            raise ConfigError(f"--resume: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"--resume: checkpoint {self._resume_path} is damaged: its state lacks "
+                              f"{exc} (not written by lzkernel's RunContext?)") from None
+        self.train_iter, self.env_steps = train_iter, env_steps
+        set_rng_state(rng)
         log.info("resumed from %s (train_iter %d, env_steps %d)", self._resume_path, self.train_iter, self.env_steps)
-        return state["trainer"], arrays
+        return trainer, arrays
 
     @property
     def resume_path(self) -> Path | None:
         return self._resume_path
 
-    def _find_resume(self, run_dir: Path) -> Path | None:
-        if self.resume is None:
+    def _explicit_resume(self) -> Path | None:
+        """``--resume PATH``, verified (no writes: a bad path leaves no run directory behind)."""
+        if self.resume is None or self.resume == "auto":
             return None
-        store = CheckpointStore(run_dir / "ckpt")
-        if self.resume == "auto":
-            path = store.latest()
-            if path is None and store.complete_steps():
-                raise ConfigError(
-                    f"--resume auto: no checkpoint in {run_dir / 'ckpt'} passes its integrity check (see the "
-                    "warnings above); move them away or choose another directory (run.out_dir=...)"
-                )
-            if path is None:
-                log.info("--resume auto: no checkpoint in %s, starting fresh", run_dir / "ckpt")
-            return path
         path = Path(self.resume)
         if not path.exists():
             raise ConfigError(f"--resume {self.resume}: no such checkpoint")
@@ -248,6 +279,46 @@ class RunContext:
         except CheckpointError as exc:
             raise ConfigError(f"--resume {self.resume}: {exc}") from None
         return path
+
+    def _auto_resume(self, run_dir: Path) -> Path | None:
+        """``--resume auto``: the newest checkpoint that passes its integrity check, or None."""
+        if self.resume != "auto":
+            return None
+        store = CheckpointStore(run_dir / "ckpt")
+        path = store.latest()
+        if path is None and store.complete_steps():
+            raise ConfigError(
+                f"--resume auto: no checkpoint in {run_dir / 'ckpt'} passes its integrity check (see the "
+                "warnings above); move them away or choose another directory (run.out_dir=...)"
+            )
+        if path is None:
+            log.info("--resume auto: no checkpoint in %s, starting fresh", run_dir / "ckpt")
+        return path
+
+    def _check_resume_config(self, path: Path) -> None:
+        """Refuse (exit 2) a resume whose config differs from the checkpoint's in a key that is
+        not resume-safe (:mod:`lzkernel.config.resume_check`); nothing has been loaded yet."""
+        from lzkernel.checkpoint import stored_config
+        from lzkernel.config.resume_check import describe_changes, incompatible_changes
+
+        try:
+            old = stored_config(path)
+        except CheckpointError as exc:
+            raise ConfigError(f"--resume: {exc}") from None
+        if old is None:
+            log.warning("checkpoint %s stores no config: the resume cannot check that the config matches", path)
+            return
+        registry = self.kernel.registry
+
+        def component_safe(role: str, name: str) -> tuple[str, ...]:
+            try:
+                return tuple(registry.get(role, name).resume_safe)
+            except (ConfigError, KeyError):
+                return ()
+
+        changes = incompatible_changes(old, self.config.to_dict(), component_safe)
+        if changes:
+            raise ConfigError(describe_changes(changes, str(path)), [c[0] for c in changes])
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Reading a config: YAML (``yaml.safe_load`` only), dotted overrides, and resolution.
+"""Reading a config: strict YAML (safe tags, no duplicate keys, bounded aliases), dotted overrides, resolution.
 
 Resolution validates ``run`` against :class:`RunConfig` and every role section against the
 schema of the component its ``name`` picks, collecting all problems before failing.
@@ -15,6 +15,7 @@ import yaml
 from lzkernel.component import ROLES
 from lzkernel.config.run_config import RunConfig
 from lzkernel.config.schema import suggest, to_dict, validate
+from lzkernel.config.strict_yaml import AliasBombError, parse
 from lzkernel.errors import ConfigError
 from lzkernel.registry import Registry
 
@@ -25,29 +26,48 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {"comm": {"name": "local"}}
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Parse ``path`` with ``yaml.safe_load``; syntax errors carry ``file:line:column``."""
+    """Parse ``path`` strictly (:func:`lzkernel.config.strict_yaml.parse`: safe tags only, no
+    duplicate keys, bounded aliases). Every problem is one :class:`ConfigError` line that
+    starts with ``file`` (``file:line:column`` where YAML knows the place)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {p} is a directory, not a YAML file") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not a UTF-8 text file (byte {exc.start} is {raw[exc.start:exc.start + 1]!r}); "
+                          "a config is YAML text") from None
+    return _parse_tree(text, str(p))
+
+
+def _parse_tree(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = parse(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+        place = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
         reason = exc.problem or exc.context or "invalid YAML"
         if "constructor" in reason or "tag" in reason:
             reason += " (only plain YAML is accepted: tags such as !!python/object are refused)"
-        raise ConfigError(f"{where}: {reason}") from None
+        raise ConfigError(f"{place}: {reason}") from None
+    except AliasBombError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except yaml.reader.ReaderError as exc:  # a control character: binary data in a text file
+        raise ConfigError(f"{where}: character {exc.position}: unacceptable character "
+                          f"#x{exc.character if isinstance(exc.character, int) else ord(exc.character):04x} "
+                          "(not a YAML text file?)") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+        raise ConfigError(f"{where}: invalid YAML: {' '.join(str(exc).split())}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: the top level must be a mapping of sections, got {type(data).__name__}")
+        raise ConfigError(f"{where}: the top level must be a mapping of sections, got {type(data).__name__}")
     return data
 
 
@@ -57,7 +77,7 @@ def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
 
     ``a.b=v`` may set a key the file leaves at its default: whether ``a.b`` exists at all is the
     schema's call, so a misspelt key fails validation with a did-you-mean that says it came from
-    an override. Values are parsed with ``yaml.safe_load`` (``[1, 2]``, ``null``, ``true`` work).
+    an override. Values are parsed as strict YAML (``[1, 2]``, ``null``, ``true`` work).
     Returns the new tree and the dotted keys that came from overrides (for error messages).
     """
     tree = copy.deepcopy(tree)
@@ -104,9 +124,9 @@ def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
             problems.append(f"override '{item}': key '{key}' already exists; drop the '+' to change it")
             continue
         try:
-            node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+            node[leaf] = parse(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
-            problems.append(f"override '{item}': value is not valid YAML ({exc})")
+            problems.append(f"override '{item}': value is not valid YAML ({' '.join(str(exc).split())})")
             continue
         touched.add(key)
     if problems:

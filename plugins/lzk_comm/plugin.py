@@ -3,8 +3,8 @@
 No torch import at module level: the factories import their backend modules when called.
 
 * ``local``   one process (the default);
-* ``gloo``    ``torch.distributed`` on CPU, launched by torchrun;
-* ``nccl``    ``torch.distributed`` on one GPU per rank, launched by torchrun;
+* ``gloo``    ``torch.distributed`` on CPU, launched by ``lzkernel launch`` (or torchrun);
+* ``nccl``    ``torch.distributed`` on one GPU per rank, launched by ``lzkernel launch`` (or torchrun);
 * ``threads`` W ranks as threads of one process (tests; see :func:`lzk_comm.threads.run_ranks`).
 """
 from __future__ import annotations
@@ -20,7 +20,10 @@ class TorchDistConfig:
     """Options of the ``gloo`` and ``nccl`` backends (rank and world size come from torchrun)."""
 
     timeout_s: float = option(
-        300.0, doc="Deadline in seconds of the rendezvous and of every collective (torch's default is 30 min).",
+        120.0, doc="Deadline in seconds of the rendezvous and of every collective (torch's default is 30 min). "
+                   "A rank that has not reached a collective this long after another is named as stopped "
+                   "responding. The longest legitimate wait is rank 0 evaluating or saving while the others "
+                   "wait (seconds to tens of seconds on CPU for the shipped configs).",
         min=0.0, min_exclusive=True)
 
 
@@ -67,7 +70,7 @@ def make_threads(cfg: ThreadsConfig, run: Any = None) -> Any:
         raise ConfigError(
             f"comm.name=threads with world_size={cfg.world_size} runs ranks as threads of one process and is "
             "started through lzk_comm.threads.run_ranks (tests, notebooks); from the command line use "
-            "torchrun --standalone --nproc_per_node=N -m lzkernel run CONFIG comm.name=gloo")
+            "lzkernel launch --nproc N CONFIG comm.name=gloo")
     return ThreadComm(ThreadGroup(1, cfg.timeout_s), 0)
 
 

@@ -2,14 +2,21 @@
 
 Initialised from torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``MASTER_ADDR``/``MASTER_PORT``; ``init_method="env://"``), with a timeout in seconds
-(``comm.timeout_s``, default 300) instead of torch's 30 minutes. Collective tensors are moved to
+(``comm.timeout_s``, default 120) instead of torch's 30 minutes. Collective tensors are moved to
 the device the transport needs — CPU for gloo, ``cuda:LOCAL_RANK`` for NCCL — and the result is
 copied back into the caller's tensor, so callers pass tensors from wherever they live.
 
 Single-node gloo runs (``LOCAL_WORLD_SIZE == WORLD_SIZE``) bind gloo's sockets to the loopback
-interface (``GLOO_SOCKET_IFNAME``, unless already set); torchrun's ``--standalone`` rendezvous
-already stays on localhost. ``close()`` (called by the run context on every exit path, and at
-interpreter exit as a fallback) destroys the process group.
+interface (``GLOO_SOCKET_IFNAME``, unless already set). The rendezvous store is the launcher's:
+``lzkernel launch`` keeps it on 127.0.0.1; torchrun's listens on every interface whatever its
+options (see ``docs/distributed.md``). ``close()`` (called by the run context on every exit
+path, and at interpreter exit as a fallback) destroys the process group.
+
+Every rank initialised from the environment publishes a heartbeat through the rendezvous store
+(:mod:`lzkernel.heartbeat`). When a collective fails (a timeout, a peer gone), the error is a
+:class:`~lzkernel.heartbeat.CollectiveFailed` that names the rank(s) that never reached it, and
+the backend stays failed: every later collective raises the same error at once instead of
+waiting another ``timeout_s``.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import atexit
 import os
 import socket
 import struct
+import time
 from datetime import timedelta
 from typing import Any, Iterable
 
@@ -25,10 +33,11 @@ import torch
 from lzk_comm.common import CommTimer, TimedCommMixin, average_gradients, decode_object, encode_object
 from lzk_comm.local import check_plain, check_src, check_tensor
 from lzkernel import ConfigError
+from lzkernel.heartbeat import CollectiveFailed, Heartbeat, PeerFailed
 
 #: torchrun's variables an ``env://`` initialisation needs.
 ENV_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-LAUNCH_HINT = "torchrun --standalone --nproc_per_node=N -m lzkernel run CONFIG comm.name=gloo"
+LAUNCH_HINT = "lzkernel launch --nproc N CONFIG comm.name=gloo"
 #: broadcast_object sends one fixed-size frame (8-byte length + payload); longer payloads a second one.
 _FRAME = 512
 
@@ -71,7 +80,7 @@ class TorchDistComm(TimedCommMixin):
             of the environment (tests).
     """
 
-    def __init__(self, backend: str, *, timeout_s: float = 300.0, env: dict[str, str] | None = None,
+    def __init__(self, backend: str, *, timeout_s: float = 120.0, env: dict[str, str] | None = None,
                  store: Any = None, rank: int | None = None, world_size: int | None = None) -> None:
         import torch.distributed as dist
 
@@ -81,6 +90,8 @@ class TorchDistComm(TimedCommMixin):
         self.timeout_s = float(timeout_s)
         self.timer = CommTimer()
         self._owned = False
+        self._heartbeat: Heartbeat | None = None
+        self._failed: str | None = None  # set by the first failed collective: the group is dead
         env = dict(os.environ if env is None else env)
         if not dist.is_available():
             raise ConfigError(f"comm.name={backend}: this torch build has no torch.distributed")
@@ -131,6 +142,49 @@ class TorchDistComm(TimedCommMixin):
         self.local_rank = local_rank
         self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
         self._dist = dist
+        if store is None and self.world_size > 1 and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+            self._heartbeat = Heartbeat(self._store_client(env), self.rank, self.world_size, self.timeout_s).start()
+
+    def _store_client(self, env: dict[str, str]) -> Any:
+        """A factory of clients of the rendezvous store (the heartbeat thread owns one)."""
+        host, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
+        dist = self._dist
+
+        def connect() -> Any:
+            return dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                                 timeout=timedelta(seconds=min(10.0, self.timeout_s)))
+
+        return connect
+
+    def _call(self, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run one ``torch.distributed`` collective under the heartbeat; a failure becomes a
+        :class:`CollectiveFailed` naming the rank(s) that never reached it."""
+        if self._failed is not None:  # the group is dead: fail at once, the same way
+            raise CollectiveFailed(self._failed)
+        hb = self._heartbeat
+        seq = hb.enter(name) if hb is not None else 0
+        t0 = time.monotonic()
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeError as exc:  # DistBackendError, DistNetworkError, DistStoreError
+            waited = time.monotonic() - t0
+            cause = " ".join(str(exc).split())[:300]
+            what = f"{name} (collective #{seq}) on rank {self.rank} failed after {waited:.1f} s: {cause}"
+            # Only a deadline that expired is a rank not responding; a connection closed early
+            # means a peer failed or left, and that peer's own error is the root cause.
+            timed_out = waited >= 0.9 * self.timeout_s or "timed out" in cause.lower()
+            blamed, verdict = hb.diagnose(name, seq, waited) if (hb is not None and timed_out) else ([], "")
+            if blamed:
+                self._failed = f"{verdict} ({what})"
+            elif timed_out:
+                self._failed = what + (f" {verdict}" if verdict else "")
+            else:
+                self._failed = f"{what} (another rank failed or left first: its error is the root cause)"
+                raise PeerFailed(self._failed) from exc
+            raise CollectiveFailed(self._failed) from exc
+        finally:
+            if hb is not None:
+                hb.leave()
 
     @staticmethod
     def _single_node(env: dict[str, str]) -> bool:
@@ -156,15 +210,15 @@ class TorchDistComm(TimedCommMixin):
     def barrier(self) -> None:
         with self.timer.timed():
             if self.backend == "nccl":
-                self._dist.barrier(device_ids=[self.local_rank])
+                self._call("barrier", self._dist.barrier, device_ids=[self.local_rank])
             else:
-                self._dist.barrier()
+                self._call("barrier", self._dist.barrier)
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         check_tensor(tensor, "all_reduce_sum")
         with self.timer.timed():
             t = self._to_transport(tensor)
-            self._dist.all_reduce(t, op=self._dist.ReduceOp.SUM)
+            self._call("all_reduce_sum", self._dist.all_reduce, t, op=self._dist.ReduceOp.SUM)
             return self._back(tensor, t)
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
@@ -172,7 +226,7 @@ class TorchDistComm(TimedCommMixin):
         check_src(src, self.world_size, "broadcast")
         with self.timer.timed():
             t = self._to_transport(tensor)
-            self._dist.broadcast(t, src=src)
+            self._call("broadcast", self._dist.broadcast, t, src=src)
             return self._back(tensor, t)
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
@@ -187,7 +241,7 @@ class TorchDistComm(TimedCommMixin):
                 head = struct.pack("<q", len(data)) + data[:_FRAME - 8]
                 frame[:len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8)
             t = self._to_transport(frame)
-            self._dist.broadcast(t, src=src)
+            self._call("broadcast_object", self._dist.broadcast, t, src=src)
             raw = t.cpu().numpy().tobytes()
             (length,) = struct.unpack("<q", raw[:8])
             if length > _FRAME - 8:
@@ -195,7 +249,7 @@ class TorchDistComm(TimedCommMixin):
                 if self.rank == src:
                     rest.copy_(torch.frombuffer(bytearray(data[_FRAME - 8:]), dtype=torch.uint8))
                 r = self._to_transport(rest)
-                self._dist.broadcast(r, src=src)
+                self._call("broadcast_object", self._dist.broadcast, r, src=src)
                 payload = raw[8:] + r.cpu().numpy().tobytes()
             else:
                 payload = raw[8:8 + length]
@@ -208,7 +262,7 @@ class TorchDistComm(TimedCommMixin):
         with self.timer.timed():
             t = self._to_transport(tensor)
             out = [torch.empty_like(t) for _ in range(self.world_size)] if self.rank == dst else None
-            self._dist.gather(t, gather_list=out, dst=dst)
+            self._call("gather", self._dist.gather, t, gather_list=out, dst=dst)
             return [o.to(tensor.device) for o in out] if out is not None else None
 
     def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
@@ -236,7 +290,11 @@ class TorchDistComm(TimedCommMixin):
             average_gradients(parameters, self.world_size, self.all_reduce_sum)
 
     def close(self) -> None:
-        """Destroy the process group this backend created (idempotent; safe after a failure)."""
+        """Stop the heartbeat; destroy the process group this backend created (idempotent; safe
+        after a failure)."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         if self._owned:
             self._owned = False
             try:

@@ -137,7 +137,17 @@ class GymVectorEnv:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _check_obs(self, i: int, obs: Any) -> np.ndarray:
-        arr = np.asarray(obs, dtype=np.float32)
+        raw = np.asarray(obs) if not isinstance(obs, (str, bytes)) else None
+        if raw is None or raw.dtype.kind not in "biuf":
+            # Strings (even numeric-looking ones), objects, dicts: the env does not produce the
+            # numeric Box observations it declared. A property of the env, so a config error.
+            shown = repr(obs)
+            raise ConfigError(
+                f"env.id: gymnasium env {self.env_id!r} (env index {i}) returned an observation of type "
+                f"{type(obs).__name__}{f' (dtype {raw.dtype})' if raw is not None else ''}: "
+                f"{shown[:60] + ('...' if len(shown) > 60 else '')}; observations must be numeric arrays "
+                f"of shape {self.obs_shape}")
+        arr = raw.astype(np.float32, copy=False)
         if arr.shape != self.obs_shape:
             raise EnvError(
                 f"gymnasium env {self.env_id!r} (env index {i}) returned an observation of shape "

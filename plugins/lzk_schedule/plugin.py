@@ -46,7 +46,8 @@ def make_replay_ratio(cfg: ReplayRatioScheduleConfig, run: Any) -> Any:
 def lzkernel_register_update_schedules() -> list[Component]:
     return [
         Component("fixed", factory=make_fixed, config=FixedScheduleConfig,
-                  doc="A constant number of updates per collect."),
+                  doc="A constant number of updates per collect.", resume_safe=("updates_per_collect",)),
         Component("replay_ratio", factory=make_replay_ratio, config=ReplayRatioScheduleConfig,
-                  doc="ratio x transitions collected (summed over ranks) updates per collect."),
+                  doc="ratio x transitions collected (summed over ranks) updates per collect.",
+                  resume_safe=("ratio", "min_updates")),
     ]

@@ -26,8 +26,13 @@ def _write(run: Any, event: str, metrics: Mapping[str, float]) -> None:
     if f is None:
         return
     record = {"event": event, **run.record(metrics)}
-    f.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
-    f.flush()
+    try:
+        f.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+        f.flush()
+    except OSError as exc:  # buffered writes fail without a file name: give it one
+        if exc.filename is None:
+            exc.filename = f.name
+        raise
 
 
 @hookimpl
@@ -54,5 +59,10 @@ def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     f = _files.pop(id(run), None)
-    if f is not None:
+    if f is None:
+        return
+    try:
         f.close()
+    except OSError:
+        if error is None:
+            raise  # a run that ends because of another error reports that one, not this

@@ -1,25 +1,72 @@
-"""TensorBoard event files under ``<run dir>/tb`` through tensorboardX.
+"""TensorBoard event files under ``<run dir>/tb``, written in the calling thread.
 
 Every scalar is written twice: ``<namespace>/<name>`` against env steps, and
 ``by_iter/<namespace>/<name>`` against train iterations, so both x-axes are one click away.
+
+tensorboardX's file format (``EventsWriter``) is used without its ``SummaryWriter``: that one
+writes from a background thread, so a full disk there crashed the thread with a traceback of
+its own, and once its bounded queue filled the training thread blocked forever in
+``add_scalar``. Here a write error is an ``OSError`` naming the event file, raised in the hook
+call, and the run ends with one line naming the path. Files are flushed (and fsynced) every
+:data:`FLUSH_S` seconds, after every evaluation and at the end.
 """
 from __future__ import annotations
 
 import math
+import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
 
-_writers: dict[int, Any] = {}
+#: Seconds between flushes (tensorboardX's ``flush_secs``).
+FLUSH_S = 10.0
+
+
+class EventFile:
+    """One ``events.out.tfevents.*`` file, appended to synchronously."""
+
+    def __init__(self, logdir: Path) -> None:
+        from tensorboardX.event_file_writer import EventsWriter
+
+        logdir.mkdir(parents=True, exist_ok=True)
+        self._writer = EventsWriter(str(logdir / "events"))  # writes the file-version event
+        self.path = self._writer._file_name
+        self._next_flush = time.monotonic() + FLUSH_S
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        from tensorboardX.proto import event_pb2
+        from tensorboardX.summary import scalar
+
+        event = event_pb2.Event(wall_time=time.time(), step=int(step), summary=scalar(tag, value))
+        self._io(self._writer.write_event, event)
+        if time.monotonic() >= self._next_flush:
+            self.flush()
+
+    def flush(self) -> None:
+        self._io(self._writer.flush)
+        self._next_flush = time.monotonic() + FLUSH_S
+
+    def close(self) -> None:
+        self._io(self._writer.close)
+
+    def _io(self, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except OSError as exc:  # buffered writes fail without a file name: give it one
+            if exc.filename is None:
+                exc.filename = self.path
+            raise
+
+
+_writers: dict[int, EventFile] = {}
 
 
 @hookimpl
 def lzkernel_run_start(run: Any) -> None:
     if run.dir is None:
         return
-    from tensorboardX import SummaryWriter
-
-    _writers[id(run)] = SummaryWriter(logdir=str(run.dir / "tb"), flush_secs=10)
+    _writers[id(run)] = EventFile(run.dir / "tb")
 
 
 def _write(run: Any, metrics: Mapping[str, float]) -> None:
@@ -29,8 +76,8 @@ def _write(run: Any, metrics: Mapping[str, float]) -> None:
     for key, value in metrics.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             continue
-        writer.add_scalar(key, value, global_step=run.env_steps)
-        writer.add_scalar(f"by_iter/{key}", value, global_step=run.train_iter)
+        writer.scalar(key, value, run.env_steps)
+        writer.scalar(f"by_iter/{key}", value, run.train_iter)
 
 
 @hookimpl
@@ -54,5 +101,10 @@ def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     writer = _writers.pop(id(run), None)
-    if writer is not None:
+    if writer is None:
+        return
+    try:
         writer.close()
+    except OSError:
+        if error is None:
+            raise  # a run that ends because of another error reports that one, not this

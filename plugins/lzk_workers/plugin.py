@@ -100,5 +100,6 @@ def lzkernel_register_collectors() -> list[Component]:
 def lzkernel_register_evaluators() -> list[Component]:
     return [
         Component("episodes", factory=make_episode_evaluator, config=EpisodeEvaluatorConfig,
-                  doc="A fixed number of greedy episodes; mean/std/min/max return, best and stop."),
+                  doc="A fixed number of greedy episodes; mean/std/min/max return, best and stop.",
+                  resume_safe=("envs", "episodes", "stop_value", "every_train_iters")),
     ]

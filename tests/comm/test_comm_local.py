@@ -53,4 +53,4 @@ def test_registration() -> None:
     components = {c.name: c for c in lzkernel_register_comm_backends()}
     assert sorted(components) == ["gloo", "local", "nccl", "threads"]
     assert components["local"].config is None
-    assert components["gloo"].config().timeout_s == 300.0  # minutes, not torch's 30
+    assert components["gloo"].config().timeout_s == 120.0  # minutes, not torch's 30

@@ -180,7 +180,7 @@ def test_factory_inside_and_outside_run_ranks() -> None:
     assert (solo.rank, solo.world_size) == (0, 1)
     solo.barrier()
     assert solo.all_reduce_sum(torch.tensor([2.0])).item() == 2.0
-    with pytest.raises(ConfigError, match="run_ranks.*torchrun"):
+    with pytest.raises(ConfigError, match="run_ranks.*lzkernel launch --nproc N"):
         make_threads(ThreadsConfig(world_size=2), None)
     res = run_ranks(3, lambda comm: make_threads(ThreadsConfig(), None) is comm, timeout_s=10)
     assert res == [True, True, True]

@@ -59,8 +59,8 @@ def test_world_of_one(gloo1: TorchDistComm) -> None:
 def test_gloo_outside_torchrun_says_how_to_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(var, raising=False)
-    with pytest.raises(ConfigError, match=r"RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT are not set.*torchrun "
-                                          r"--standalone --nproc_per_node=N -m lzkernel run CONFIG comm.name=gloo"):
+    with pytest.raises(ConfigError, match=r"RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT are not set.*lzkernel "
+                                          r"launch --nproc N CONFIG comm.name=gloo"):
         make_gloo(TorchDistConfig(timeout_s=5), None)
     assert not dist.is_initialized()
 
@@ -86,6 +86,6 @@ def test_cli_nccl_unavailable_exits_2_without_traceback(tmp_path: Path) -> None:
 def test_config_validation() -> None:
     from lzk_comm.plugin import ThreadsConfig  # noqa: F401  (schemas import without torch)
 
-    assert TorchDistConfig().timeout_s == 300.0
+    assert TorchDistConfig().timeout_s == 120.0
     with pytest.raises(ValueError, match="backend"):
         TorchDistComm("mpi")

@@ -1,0 +1,219 @@
+"""One run per directory: an exclusive lock on ``run.out_dir`` held for the life of a run.
+
+:func:`acquire` creates the directory if needed and takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on
+``<out_dir>/.lock``, then writes the holder's pid, host and start time into it. It is the first
+thing a run writes, so a run that cannot have the directory (another run holds it, it cannot be
+created or written) stops with a :class:`ConfigError` (exit 2) naming the path, before touching
+anything else.
+
+Invariants and reasons:
+
+* The lock is the kernel's ``flock``, so it is released by the operating system whenever the
+  holder's process ends, however it ends (exception, signal, ``os._exit``, ``kill -9``). A
+  ``.lock`` file left behind by a dead run is therefore not a lock at all: the next run takes it
+  and logs that it recovered it. No pid-liveness guessing is needed.
+* On release the file is unlinked *before* its descriptor is closed. A run that opened the old
+  file and gets the lock after that close finds that ``.lock`` is no longer the file it holds
+  (another inode, or none) and tries again, so two runs never both believe they hold it.
+* Ranks of one multi-rank run share a directory but only rank 0 writes it: processes whose
+  ``RANK`` is not 0 do not lock. Ranks that are threads of one process (the ``threads`` comm
+  backend) share one lock through a per-process reference count.
+* Filesystems without ``flock`` support (some network or FUSE filesystems) get a warning, not
+  a refusal: the run proceeds unprotected.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lzkernel.errors import ConfigError
+
+log = logging.getLogger("lzkernel")
+
+LOCK_NAME = ".lock"
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+
+@dataclass
+class RunDirLock:
+    """A held lock on ``directory`` (see :func:`acquire`)."""
+
+    directory: Path
+    fd: int | None
+    created_dir: bool
+    count: int = 1
+
+    @property
+    def path(self) -> Path:
+        return self.directory / LOCK_NAME
+
+
+_held: dict[str, RunDirLock] = {}
+_held_guard = threading.Lock()
+
+
+def rank_hint() -> int:
+    """This process's rank as a launcher announced it (``RANK``; 0 when unset or unreadable)."""
+    try:
+        return int(os.environ.get("RANK", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def _holder(fd: int) -> str:
+    """What the lock file says about its holder: ``pid N on HOST since TIME`` (best effort)."""
+    try:
+        text = os.pread(fd, 512, 0).decode("utf-8", "replace").split()
+    except OSError:
+        return "another process"
+    if not text or not text[0].isdigit():
+        return "another process"
+    out = f"pid {text[0]}"
+    if len(text) > 1:
+        out += f" on {text[1]}"
+    if len(text) > 2:
+        try:
+            out += f", started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(text[2])))}"
+        except ValueError:
+            pass
+    return out
+
+
+def _make_dir(directory: Path) -> bool:
+    """Create ``directory`` (and parents); True when this call created it."""
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"run.out_dir '{directory}' is an existing file, not a directory; choose another "
+                          "directory (run.out_dir=...)")
+    if directory.is_dir():
+        return False
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        if directory.is_dir():
+            return False  # another process made it first: fine, the lock decides
+        raise ConfigError(f"run.out_dir '{directory}' is an existing file, not a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"run.out_dir '{directory}': cannot create the directory: "
+                          f"{exc.strerror or exc} ({exc.filename or directory})") from None
+    return True
+
+
+def acquire(out_dir: str | Path) -> RunDirLock:
+    """Lock ``out_dir`` for this run, creating it if needed; :class:`ConfigError` if another run
+    holds it or it cannot be created or written."""
+    directory = Path(out_dir)
+    key = os.path.realpath(directory)
+    with _held_guard:
+        held = _held.get(key)
+        if held is not None:  # another rank-thread of this process already holds it
+            held.count += 1
+            return held
+        created = _make_dir(directory)
+        lock = RunDirLock(directory, None, created)
+        try:
+            lock.fd = _lock_file(lock.path)
+        except BaseException:
+            _remove_if_empty(lock)
+            raise
+        _held[key] = lock
+        return lock
+
+
+def _lock_file(path: Path) -> int | None:
+    """Open, lock and stamp ``path``; the descriptor (None where locks are unsupported)."""
+    directory = path.parent
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise ConfigError(f"run.out_dir '{directory}' is not writable: {exc.strerror or exc} "
+                              f"({exc.filename or path})") from None
+        if fcntl is None:
+            os.close(fd)
+            log.warning("no fcntl on this platform: run.out_dir '%s' is not locked", directory)
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise ConfigError(
+                f"run.out_dir '{directory}' is in use by another run ({holder}; lock file {path}); wait for "
+                "it to end, or choose another directory (run.out_dir=...)") from None
+        except OSError as exc:
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                os.close(fd)
+                log.warning("run.out_dir '%s' is on a filesystem without file locks (%s): two runs in it "
+                            "are not prevented", directory, exc.strerror)
+                return None
+            os.close(fd)
+            raise
+        # The previous holder unlinks the file before unlocking it: if ``path`` is no longer the
+        # file we locked, we hold a lock on a dead inode. Start again with the current file.
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current != os.fstat(fd).st_ino:
+            os.close(fd)
+            continue
+        break
+    stale = _holder(fd)
+    if stale != "another process":
+        log.info("run.out_dir '%s': recovered the lock of a run that ended without releasing it (%s)",
+                 directory, stale)
+    stamp = f"{os.getpid()}\n{socket.gethostname()}\n{time.time():.3f}\n".encode()
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, stamp, 0)
+    except OSError as exc:  # a full disk or quota shows here, before the run starts
+        _unlink_own(path, fd)
+        os.close(fd)
+        raise ConfigError(f"run.out_dir '{directory}' is not writable: {exc.strerror or exc} ({path})") from None
+    return fd
+
+
+def _unlink_own(path: Path, fd: int) -> None:
+    """Unlink ``path`` if it is still the file open as ``fd``."""
+    try:
+        if os.stat(path).st_ino == os.fstat(fd).st_ino:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _remove_if_empty(lock: RunDirLock) -> None:
+    """A run that created its directory and wrote nothing leaves no directory behind."""
+    if lock.created_dir:
+        try:
+            lock.directory.rmdir()
+        except OSError:
+            pass  # not empty (the run wrote files) or already gone
+
+
+def release(lock: RunDirLock | None) -> None:
+    """Release ``lock`` (idempotent; the last sharer of a process releases the file)."""
+    if lock is None:
+        return
+    with _held_guard:
+        if lock.count <= 0:
+            return
+        lock.count -= 1
+        if lock.count > 0:
+            return
+        _held.pop(os.path.realpath(lock.directory), None)
+        if lock.fd is not None:
+            _unlink_own(lock.path, lock.fd)  # unlink first: see the module docstring
+            os.close(lock.fd)
+            lock.fd = None
+        _remove_if_empty(lock)

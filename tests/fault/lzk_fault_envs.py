@@ -1,0 +1,48 @@
+"""Test-only gymnasium envs, registered on import (``env.id: lzk_fault_envs:NAME``).
+
+* ``StringObs-v0``: declares a ``Box(4)`` observation space but returns strings;
+* ``HangCartPole-v0``: CartPole whose ``step`` sleeps ``LZK_HANG_S`` seconds (default 600) at
+  step ``LZK_HANG_AT`` of the process whose ``RANK`` equals ``LZK_HANG_RANK`` (a rank alive
+  but stuck in ``env.step``, read from the environment so that no config key is needed).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import os
+import time
+
+import gymnasium
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class StringObsEnv(gymnasium.Env):
+    """Two actions, observations that are strings (the env lies about its space)."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        return "abcd", {}
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:
+        return "abcd", 0.0, False, False, {}
+
+
+class HangCartPoleEnv(CartPoleEnv):
+    """CartPole that hangs in ``step`` on one rank (see the module docstring)."""
+
+    steps = 0  # over every instance of the process: the n-th env step of this rank
+
+    def step(self, action: int) -> Any:
+        HangCartPoleEnv.steps += 1
+        if (os.environ.get("RANK", "0") == os.environ.get("LZK_HANG_RANK")
+                and HangCartPoleEnv.steps == int(os.environ.get("LZK_HANG_AT", "50"))):
+            time.sleep(float(os.environ.get("LZK_HANG_S", "600")))
+        return super().step(action)
+
+
+gymnasium.register("StringObs-v0", entry_point=StringObsEnv, max_episode_steps=20)
+gymnasium.register("HangCartPole-v0", entry_point=HangCartPoleEnv, max_episode_steps=200)
