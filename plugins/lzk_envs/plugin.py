@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lzkernel import Component, ConfigError, SimulatorEnvSpec, hookimpl, option
+from lzkernel import Component, SimulatorEnvSpec, hookimpl, option
 
 
 @dataclass
@@ -66,6 +66,7 @@ class OpenSpielEnvConfig:
         """Why opponent ``name`` with ``params`` cannot play this game (empty: it can), one line
         each naming the opponent and the game; builds no bot. Config checks of the two-player
         workers call it (lzk_workers' ``OpponentOptions``)."""
+        from lzkernel import ConfigError
         from lzk_envs.board_bots import opponent_options
         from lzk_envs.openspiel_game import game_id, load_game
 
