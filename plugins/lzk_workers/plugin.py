@@ -143,9 +143,17 @@ def make_versus_evaluator(cfg: VersusEvaluatorConfig, run: Any, *, env_spec: Sim
                            frame_stack=frame_stack)
 
 
-def check_collector_opponent(ctx: CheckContext) -> list[str]:
-    """The env offers the collector's bot with its params (when its options can tell)."""
-    return opponent_check_problems(ctx.options("env"), [("collector.opponent", ctx.options("collector").opponent_spec)])
+def check_versus_collector(ctx: CheckContext) -> list[str]:
+    """The env offers the collector's bot with its params (when its options can tell), and the
+    policy acts on single frames (agent views cannot be frame-stacked consistently)."""
+    from lzk_workers.versus_collector import STACK_REASON
+
+    problems = opponent_check_problems(ctx.options("env"), [("collector.opponent", ctx.options("collector").opponent_spec)])
+    spec = ctx.target_spec
+    if spec is not None and spec.frame_stack != 1:
+        problems.append(f"needs a policy with frame_stack 1, got {spec.frame_stack} (policy '{ctx.name('policy')}'): "
+                        f"{STACK_REASON}")
+    return problems
 
 
 def check_evaluator_opponents(ctx: CheckContext) -> list[str]:
@@ -178,7 +186,7 @@ def lzkernel_register_collectors() -> list[Component]:
                   doc="A number of finished episode pieces per collect (UniZero); envs and unfinished "
                       "pieces persist across collects."),
         Component("versus", factory=make_versus_collector, config=VersusCollectorConfig,
-                  needs=NEEDS_SIMULATOR_ENV, check=check_collector_opponent,
+                  needs=NEEDS_SIMULATOR_ENV, check=check_versus_collector,
                   doc="Whole two-player games against a bot (random, mcts, perfect), the agent alternating "
                       "sides; one agent-view Trajectory per game; win/draw/loss rates."),
     ]

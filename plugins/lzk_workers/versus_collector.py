@@ -25,6 +25,11 @@ from lzk_workers.rollout import PlayResult
 from lzk_workers.versus import VersusActor, agent_return, agent_view, outcome_rates
 
 
+#: Why stacked frames do not fit agent views.
+STACK_REASON = ("its trajectories keep the agent's positions only, so frames stacked from them for training would "
+                "differ from the frames stacked while acting (both sides' positions)")
+
+
 class VersusCollector(EpisodeCollector):
     """Plays ``n_episode`` whole games per :meth:`collect` against ``opponent`` on ``envs``
     persistent envs, the agent alternating sides.
@@ -42,10 +47,12 @@ class VersusCollector(EpisodeCollector):
     def __init__(self, env_spec: SimulatorEnvSpec, *, envs: int, n_episode: int, opponent: OpponentSpec,
                  seed: int, opponent_seed: int, frame_stack: int = 1,
                  random_rng: np.random.Generator | None = None) -> None:
+        if frame_stack != 1:
+            raise ValueError(f"the versus collector needs frame_stack 1, got {frame_stack}: {STACK_REASON}")
+        self.opponent_spec = opponent
+        self.opponent = env_spec.make_opponent(opponent.name, opponent.params, opponent_seed)  # before the envs
         super().__init__(env_spec, envs=envs, n_episode=n_episode, seed=seed, frame_stack=frame_stack,
                          random_rng=random_rng)
-        self.opponent_spec = opponent
-        self.opponent = env_spec.make_opponent(opponent.name, opponent.params, opponent_seed)
         self.agent_player = 1 + np.arange(envs, dtype=np.int64) % 2  # [E] the agent's side in each env's game
         self._actor: VersusActor | None = None  # this collect's actor (its log of ended games)
 

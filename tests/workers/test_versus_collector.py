@@ -111,6 +111,8 @@ def test_factory_seeds_the_opponent_from_the_run(ttt: OpenSpielEnvSpec) -> None:
     col = make_versus_collector(cfg, run, env_spec=spec, frame_stack=1)
     assert spec.made == [("mcts", {"simulations": 5}, run.seed("collector", "opponent", 0))]
     assert col.n_episode == 4 and col.player.num_envs == 2
+    with pytest.raises(ValueError, match="needs frame_stack 1, got 4"):
+        make_versus_collector(cfg, run, env_spec=spec, frame_stack=4)
 
 
 def test_self_play_alternates_players_and_rewards_the_mover(ttt: OpenSpielEnvSpec) -> None:

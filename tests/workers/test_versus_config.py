@@ -51,10 +51,11 @@ def test_evaluator_opponents_schema() -> None:
 
 
 def _config(tmp_path: Path, env: dict[str, Any], collector: dict[str, Any], evaluator: dict[str, Any],
-            capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+            capsys: pytest.CaptureFixture[str], frame_stack: int = 1) -> tuple[int, str]:
     """``lzkernel config`` (in process) on a complete config with the versus workers."""
     path = tmp_path / "versus.yaml"
-    config = {"trainer": {"name": "muzero"}, "env": env, "policy": {"name": "muzero"}, "buffer": {"name": "game"},
+    config = {"trainer": {"name": "muzero"}, "env": env, "policy": {"name": "muzero", "frame_stack": frame_stack},
+              "buffer": {"name": "game"},
               "collector": {"name": "versus", **collector}, "evaluator": {"name": "versus", **evaluator},
               "update_schedule": {"name": "fixed"}}
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -81,6 +82,8 @@ def test_cli_checks_opponents_against_the_game(tmp_path: Path, capsys: pytest.Ca
                                        "unknown opponent 'alphabeta'")
     code, err = _config(tmp_path, ttt, {}, {"opponents": [{"name": "mcts", "sims": 5}]}, capsys)
     assert code == 2 and "evaluator.opponents[0]: openspiel:tic_tac_toe: opponent 'mcts' has no param 'sims'" in err
+    code, err = _config(tmp_path, ttt, {}, {}, capsys, frame_stack=2)  # agent views hold the agent's positions only
+    assert code == 2 and "collector 'versus': needs a policy with frame_stack 1, got 2 (policy 'muzero')" in err
 
 
 def test_cli_needs_a_simulator_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
