@@ -52,14 +52,21 @@ def _check_params(who: str, name: str, params: Mapping[str, Any]) -> dict[str, A
     return out
 
 
-def make_opponent(game: Any, name: str, params: Mapping[str, Any], seed: int, who: str = "openspiel") -> Opponent:
-    """Opponent ``name`` for ``game`` (a ``pyspiel.Game``) with its ``params``, seeded with ``seed``;
-    ConfigError (starting with ``who``, e.g. the env id) for an unknown name or bad params."""
+def opponent_options(game: Any, name: str, params: Mapping[str, Any], who: str = "openspiel") -> dict[str, Any]:
+    """The options opponent ``name`` for ``game`` (a ``pyspiel.Game``) would be built with (its
+    ``params`` over their defaults); ConfigError (starting with ``who``, e.g. the env id) for an
+    unknown name or bad params. Builds nothing, so config checks can call it."""
     if name not in opponent_names(game):
         only = " (tic_tac_toe only)" if name == "perfect" else ""
         offered = ", ".join(opponent_names(game))
         raise ConfigError(f"{who}: unknown opponent {name!r}{only}; this game offers: {offered}")
-    options = _check_params(who, name, params)
+    return _check_params(who, name, params)
+
+
+def make_opponent(game: Any, name: str, params: Mapping[str, Any], seed: int, who: str = "openspiel") -> Opponent:
+    """Opponent ``name`` for ``game`` (a ``pyspiel.Game``) with its ``params``, seeded with ``seed``;
+    ConfigError (starting with ``who``, e.g. the env id) for an unknown name or bad params."""
+    options = opponent_options(game, name, params, who)
     if name == "random":
         return RandomOpponent(seed)
     if name == "mcts":

@@ -7,7 +7,9 @@ two-player and zero-sum (or constant-sum) with an observation tensor (checked by
 the game's :class:`~lzk_envs.openspiel_sim.OpenSpielSimulator`, so env and search see the same
 observations, rewards and players (conventions in that module's docstring):
 
-* ``obs`` [E, *O] float32: ``observation_tensor`` of the player to move, in the game's shape;
+* ``obs`` [E, *O] float32: ``observation_tensor`` of the player to move, in the game's shape,
+  after a leading to-play slice (1.0: player 1 moves, 0.0: player 2) unless ``to_play_plane`` is
+  off;
 * ``to_play`` [E]: OpenSpiel player + 1 (1 moves first);
 * ``reward`` [E]: the reward of the move just made for the player who made it (+1 for a winning
   move, -1 for a move that loses, 0 otherwise and for draws);
@@ -26,7 +28,7 @@ import numpy as np
 
 from lzkernel import Opponent, StepBatch
 from lzk_envs.openspiel_game import game_id, load_game
-from lzk_envs.openspiel_sim import OpenSpielSimulator
+from lzk_envs.openspiel_sim import OpenSpielSimulator, observation_shape
 from lzk_envs.vector import check_step_args
 
 
@@ -40,13 +42,16 @@ class OpenSpielEnvSpec:
     num_actions: int
     game: Any = field(repr=False)  # pyspiel.Game
     opponents: tuple[str, ...] = ()
+    #: Observations start with a slice that says who moves (see :mod:`lzk_envs.openspiel_sim`).
+    to_play_plane: bool = True
     two_player: bool = True
     #: OpenSpiel games end by their own rules (go and others have a move cap in the rules), so a
     #: row is never truncated; kept True for the EnvSpec contract.
     truncation_as_terminal: bool = True
 
     @classmethod
-    def load(cls, game: str, params: Mapping[str, Any] | None = None) -> OpenSpielEnvSpec:
+    def load(cls, game: str, params: Mapping[str, Any] | None = None, *,
+             to_play_plane: bool = True) -> OpenSpielEnvSpec:
         """The spec of OpenSpiel game ``game`` with ``params``; :class:`ConfigError` naming the
         game and the unsupported property when the env cannot play it."""
         from lzk_envs.board_bots import opponent_names
@@ -55,21 +60,22 @@ class OpenSpielEnvSpec:
         loaded = load_game(game, params)
         return cls(
             id=game_id(loaded, params),
-            obs_shape=tuple(int(d) for d in loaded.observation_tensor_shape()),
+            obs_shape=observation_shape(loaded, to_play_plane),
             num_actions=int(loaded.num_distinct_actions()),
             game=loaded,
             opponents=opponent_names(loaded),
+            to_play_plane=to_play_plane,
         )
 
     def make_vector(self, num_envs: int, seed: int) -> OpenSpielVectorEnv:
         """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        return OpenSpielVectorEnv(self.id, OpenSpielSimulator(self.game), num_envs, seed)
+        return OpenSpielVectorEnv(self.id, self.make_simulator(), num_envs, seed)
 
     def make_simulator(self) -> OpenSpielSimulator:
         """A simulator for the states this spec's vector envs report."""
-        return OpenSpielSimulator(self.game)
+        return OpenSpielSimulator(self.game, self.to_play_plane)
 
     def make_opponent(self, name: str, params: Mapping[str, Any], seed: int) -> Opponent:
         """Opponent ``name`` (one of :attr:`opponents`) with its ``params``, seeded with ``seed``;

@@ -13,7 +13,12 @@ Conventions (shared with :class:`lzk_envs.openspiel.OpenSpielVectorEnv`, which s
 * a terminal state is seen from the opponent of the player who made the last move (there is no
   player to move there); its ``legal`` row is all False;
 * constant-sum games are shifted to zero-sum: at the end of a game, half the game's utility sum is
-  taken off each player's reward, so the players' returns are opposite (what negamax backup needs).
+  taken off each player's reward, so the players' returns are opposite (what negamax backup needs);
+* with ``to_play_plane`` (the default), the observation tensor gets one more leading slice that
+  says who moves: [C, *R] becomes [C + 1, *R] (a 1-D tensor [F] becomes [F + 1]), its slice 0 all
+  1.0 where ``to_play`` is 1 and all 0.0 where it is 2, terminal states included. Many games'
+  tensors (tic-tac-toe, connect four, breakthrough, hex) are the same for both players, so without
+  it a value network cannot know whose view it predicts.
 
 Shape letters: n states, A actions, O observation shape.
 """
@@ -28,16 +33,25 @@ from lzkernel import SimulatorStep
 from lzk_envs.openspiel_game import import_pyspiel
 
 
+def observation_shape(game: Any, to_play_plane: bool) -> tuple[int, ...]:
+    """O: the game's observation tensor shape, with one more leading entry for the to-play plane."""
+    shape = tuple(int(d) for d in game.observation_tensor_shape())
+    return (shape[0] + 1, *shape[1:]) if to_play_plane else shape
+
+
 class OpenSpielSimulator:
     """A :class:`~lzkernel.Simulator` for the states of one ``pyspiel.Game``."""
 
-    def __init__(self, game: Any) -> None:
+    def __init__(self, game: Any, to_play_plane: bool = True) -> None:
         pyspiel = import_pyspiel()
         from open_spiel.python.observation import make_observation
 
         self.game = game
         self.num_actions: int = game.num_distinct_actions()
-        self.obs_shape: tuple[int, ...] = tuple(int(d) for d in game.observation_tensor_shape())
+        self.obs_shape: tuple[int, ...] = observation_shape(game, to_play_plane)
+        # entries of the leading to-play slice in a flat observation (prod of the trailing axes;
+        # 1 for a 1-D tensor); 0: no plane
+        self._plane = int(np.prod(self.obs_shape[1:])) if to_play_plane else 0
         self._spiel_error = pyspiel.SpielError
         observer = make_observation(game)
         self._set_obs = observer.set_from  # writes the observation of (state, player) into _obs_buf
@@ -89,7 +103,7 @@ class OpenSpielSimulator:
         view = self._empty(n)
         obs, reward, terminal, to_play = view.obs.reshape(n, -1), view.reward, view.terminal, view.to_play
         moves: list[list[int]] = []  # legal actions of each reached state ([] at terminals)
-        set_obs, buf, error = self._set_obs, self._obs_buf, self._spiel_error
+        set_obs, buf, error, plane = self._set_obs, self._obs_buf, self._spiel_error, self._plane
         for i, (state, action) in enumerate(zip(states, actions.tolist())):
             mover = state.current_player()
             try:
@@ -106,8 +120,9 @@ class OpenSpielSimulator:
                 player = state.current_player()
                 moves.append(state.legal_actions())
             set_obs(state, player)
-            obs[i] = buf
+            obs[i, plane:] = buf
             to_play[i] = player + 1
+        self._set_to_play_plane(obs, to_play)
         self._set_legal(view.legal, moves)
         return view
 
@@ -126,10 +141,17 @@ class OpenSpielSimulator:
                 player = state.current_player()
                 moves.append(state.legal_actions())
             self._set_obs(state, player)
-            obs[i] = self._obs_buf
+            obs[i, self._plane:] = self._obs_buf
             view.to_play[i] = player + 1
+        self._set_to_play_plane(obs, view.to_play)
         self._set_legal(view.legal, moves)
         return view
+
+    def _set_to_play_plane(self, obs: np.ndarray, to_play: np.ndarray) -> None:
+        """The leading slice of each flat observation ``obs`` [n, prod(O)]: 1.0 where ``to_play``
+        [n] is player 1, else 0.0 (nothing without the plane)."""
+        if self._plane:
+            obs[:, : self._plane] = (to_play == 1)[:, None]
 
     @staticmethod
     def _set_legal(legal: np.ndarray, moves: list[list[int]]) -> None:

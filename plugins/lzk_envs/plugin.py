@@ -6,7 +6,7 @@ factories import their implementation modules when called.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from lzkernel import Component, SimulatorEnvSpec, hookimpl, option
 
@@ -50,6 +50,11 @@ class OpenSpielEnvConfig:
     params: dict[str, Any] = option(
         {}, doc="OpenSpiel game parameters, e.g. {rows: 5} for connect_four or {board_size: 9} for go."
     )
+    to_play_plane: bool = option(
+        True, doc="Prepend a slice that says who moves to every observation (1.0: player 1, 0.0: player 2): "
+        "[C, H, W] becomes [C+1, H, W], a 1-D [F] becomes [F+1]. Many OpenSpiel tensors (tic_tac_toe, "
+        "connect_four, breakthrough, hex) are the same for both players without it."
+    )
 
     def validate(self) -> list[tuple[str, str]]:
         """Load the game now, so that ``lzkernel config`` already refuses one the env cannot play."""
@@ -57,12 +62,30 @@ class OpenSpielEnvConfig:
 
         return game_problems(self.game, self.params)
 
+    def opponent_problems(self, name: str, params: Mapping[str, Any]) -> list[str]:
+        """Why opponent ``name`` with ``params`` cannot play this game (empty: it can), one line
+        each naming the opponent and the game; builds no bot. Config checks of the two-player
+        workers call it (lzk_workers' ``OpponentOptions``)."""
+        from lzkernel import ConfigError
+        from lzk_envs.board_bots import opponent_options
+        from lzk_envs.openspiel_game import game_id, load_game
+
+        try:
+            game = load_game(self.game, self.params)
+        except ConfigError:  # the env section's own problem, reported by validate()
+            return []
+        try:
+            opponent_options(game, name, params, who=game_id(game, self.params))
+        except ConfigError as exc:
+            return [str(exc)]
+        return []
+
 
 def make_openspiel_env(cfg: OpenSpielEnvConfig, run: Any = None) -> Any:
     """Build a :class:`lzk_envs.openspiel.OpenSpielEnvSpec` (ConfigError for a game it cannot play)."""
     from lzk_envs.openspiel import OpenSpielEnvSpec
 
-    return OpenSpielEnvSpec.load(cfg.game, cfg.params)
+    return OpenSpielEnvSpec.load(cfg.game, cfg.params, to_play_plane=cfg.to_play_plane)
 
 
 @hookimpl

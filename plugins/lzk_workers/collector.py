@@ -15,9 +15,25 @@ from lzkernel import ActingPolicy, EnvSpec, Trajectory
 from lzk_workers.rollout import EpisodePlayer, PlayResult, RandomActor, balanced_quotas
 
 
+def episode_metrics(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+    """``collect/return_*`` and ``collect/episode_length_mean`` of the episodes that ended
+    (``returns``, ``lengths`` [n]); nothing when none did (never NaN)."""
+    if not len(returns):
+        return {}
+    return {
+        "collect/return_mean": float(np.mean(returns)),
+        "collect/return_max": float(np.max(returns)),
+        "collect/return_min": float(np.min(returns)),
+        "collect/episode_length_mean": float(np.mean(lengths)),
+    }
+
+
 class CollectorBase:
     """A recording :class:`EpisodePlayer` on ``envs`` persistent envs, the random warm-up actor,
-    the env-step and episode counters (the checkpointed state) and the ``collect/...`` metrics."""
+    the env-step and episode counters (the checkpointed state) and the ``collect/...`` metrics.
+
+    Subclasses may wrap the acting policy (:meth:`_acting`) and turn what was played into the
+    trajectories they return and their episode metrics (:meth:`_summarise`)."""
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, seed: int, frame_stack: int,
                  random_rng: np.random.Generator | None) -> None:
@@ -28,33 +44,36 @@ class CollectorBase:
         self.total_env_steps = 0
         self.total_episodes = 0
 
+    def _acting(self, actor: ActingPolicy) -> ActingPolicy:
+        """What the player steps with, given the policy or the random actor: ``actor`` itself."""
+        return actor
+
+    def _summarise(self, result: PlayResult) -> tuple[list[Trajectory], dict[str, float]]:
+        """The pieces to return and the metrics of the episodes that ended in ``result``."""
+        returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
+        lengths = np.array([ep.length for ep in result.episodes], np.float64)
+        return result.pieces, episode_metrics(returns, lengths)
+
     def _play(self, play: Callable[[ActingPolicy], PlayResult], policy: ActingPolicy,
               random_policy: bool) -> tuple[list[Trajectory], dict[str, float]]:
         """Run ``play`` with ``policy`` (or the random actor), count, and measure: the finished
         pieces and the ``collect/...`` metrics plus the policy's mean ``search/...`` ones.
         Return and length statistics appear only when an episode ended (never NaN)."""
         start = time.perf_counter()
-        result = play(self.random_actor if random_policy else policy)
+        result = play(self._acting(self.random_actor if random_policy else policy))
         seconds = time.perf_counter() - start
         self.total_env_steps += result.env_steps
         self.total_episodes += len(result.episodes)
+        pieces, episodes = self._summarise(result)
         metrics = {
             "collect/env_steps": float(result.env_steps),
             "collect/episodes": float(len(result.episodes)),
             "collect/seconds": seconds,
             "collect/steps_per_second": result.env_steps / max(seconds, 1e-9),
+            **episodes,
         }
-        if result.episodes:
-            returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
-            lengths = np.array([ep.length for ep in result.episodes], np.float64)
-            metrics.update({
-                "collect/return_mean": float(returns.mean()),
-                "collect/return_max": float(returns.max()),
-                "collect/return_min": float(returns.min()),
-                "collect/episode_length_mean": float(lengths.mean()),
-            })
         metrics.update({k: v for k, v in result.policy_metrics.items() if k.startswith("search/")})
-        return result.pieces, metrics
+        return pieces, metrics
 
     def state_dict(self) -> dict[str, Any]:
         return {"total_env_steps": self.total_env_steps, "total_episodes": self.total_episodes}

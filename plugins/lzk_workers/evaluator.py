@@ -14,22 +14,39 @@ from lzkernel import ActingPolicy, EnvSpec
 from lzk_workers.rollout import EpisodePlayer, balanced_quotas
 
 
-class EpisodeEvaluator:
-    """Plays exactly ``episodes`` greedy episodes (``mode="eval"``) per :meth:`evaluate`."""
+def return_metrics(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+    """``eval/return_{mean,std,min,max}``, ``eval/episodes`` and ``eval/episode_length_mean`` of
+    the evaluation's episodes (``returns``, ``lengths`` [n], n >= 1)."""
+    return {
+        "eval/return_mean": float(returns.mean()),
+        "eval/return_std": float(returns.std()),
+        "eval/return_min": float(returns.min()),
+        "eval/return_max": float(returns.max()),
+        "eval/episodes": float(len(returns)),
+        "eval/episode_length_mean": float(lengths.mean()),
+    }
 
-    def __init__(self, env_spec: EnvSpec, *, envs: int, episodes: int, seed: int,
-                 every_train_iters: int, stop_value: float | None = None, frame_stack: int = 1) -> None:
-        envs = min(envs, episodes)  # more envs than episodes would idle
-        self.episodes = episodes
+
+class EvaluatorBase:
+    """What the evaluators share: a greedy (``mode="eval"``) :class:`EpisodePlayer` on ``envs``
+    envs, when to evaluate (:meth:`should_eval`), the best mean and the stop rule, and their state.
+    ``record``: keep the played trajectories (evaluators that score them)."""
+
+    def __init__(self, env_spec: EnvSpec, *, envs: int, seed: int, every_train_iters: int,
+                 stop_value: float | None, frame_stack: int, record: bool) -> None:
         self.every_train_iters = every_train_iters
         self.stop_value = stop_value
-        self.quota = balanced_quotas(episodes, envs)  # [E]
         self.player = EpisodePlayer(env_spec.make_vector(envs, seed), env_spec, frame_stack,
-                                    mode="eval", record=False)
+                                    mode="eval", record=record)
         self.best_return = -math.inf
         # -1 (LightZero starts from 0) so that should_eval(0) is true on a fresh evaluator: the
         # trainer needs no separate evaluation before its loop.
         self.last_eval_iter = -1
+
+    def _restart(self, policy: ActingPolicy) -> None:
+        """Fresh games in every env (no half-played ones) and a reset of the policy's eval state."""
+        self.player.restart()
+        policy.reset_envs(list(range(self.player.num_envs)), "eval")
 
     def should_eval(self, train_iter: int) -> bool:
         """LightZero's rule: not twice at one iteration; at least ``every_train_iters`` apart,
@@ -40,24 +57,6 @@ class EpisodeEvaluator:
             return False
         self.last_eval_iter = train_iter
         return True
-
-    def evaluate(self, policy: ActingPolicy) -> dict[str, float]:
-        """Reset the envs and the policy's eval state, play the episodes, return ``eval/...``."""
-        start = time.perf_counter()
-        self.player.restart()  # every evaluation starts fresh episodes (no half-played ones)
-        policy.reset_envs(list(range(self.player.num_envs)), "eval")
-        result = self.player.play(policy, self.quota)
-        returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
-        lengths = np.array([ep.length for ep in result.episodes], np.float64)
-        return {
-            "eval/return_mean": float(returns.mean()),
-            "eval/return_std": float(returns.std()),
-            "eval/return_min": float(returns.min()),
-            "eval/return_max": float(returns.max()),
-            "eval/episodes": float(len(returns)),
-            "eval/episode_length_mean": float(lengths.mean()),
-            "eval/seconds": time.perf_counter() - start,
-        }
 
     def is_best(self, mean: float) -> bool:
         """True (and remember it) when ``mean`` beats every earlier mean."""
@@ -81,3 +80,24 @@ class EpisodeEvaluator:
 
     def close(self) -> None:
         self.player.close()
+
+
+class EpisodeEvaluator(EvaluatorBase):
+    """Plays exactly ``episodes`` greedy episodes (``mode="eval"``) per :meth:`evaluate`."""
+
+    def __init__(self, env_spec: EnvSpec, *, envs: int, episodes: int, seed: int,
+                 every_train_iters: int, stop_value: float | None = None, frame_stack: int = 1) -> None:
+        envs = min(envs, episodes)  # more envs than episodes would idle
+        super().__init__(env_spec, envs=envs, seed=seed, every_train_iters=every_train_iters,
+                         stop_value=stop_value, frame_stack=frame_stack, record=False)
+        self.episodes = episodes
+        self.quota = balanced_quotas(episodes, envs)  # [E]
+
+    def evaluate(self, policy: ActingPolicy) -> dict[str, float]:
+        """Reset the envs and the policy's eval state, play the episodes, return ``eval/...``."""
+        start = time.perf_counter()
+        self._restart(policy)
+        result = self.player.play(policy, self.quota)
+        returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
+        lengths = np.array([ep.length for ep in result.episodes], np.float64)
+        return {**return_metrics(returns, lengths), "eval/seconds": time.perf_counter() - start}

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lzkernel import CheckContext, Component, EnvSpec, SegmentBufferOptions, hookimpl, option
+from lzkernel import CheckContext, Component, EnvSpec, SegmentBufferOptions, SimulatorEnvSpec, hookimpl, option
+from lzk_workers.opponents import OpponentSpec, opponent_check_problems, parse_opponent, parse_opponents
 
 
 @dataclass
@@ -37,15 +38,62 @@ class SegmentCollectorConfig:
 
 
 @dataclass
-class EpisodeEvaluatorConfig:
-    """Options of the ``episodes`` evaluator."""
+class VersusCollectorConfig(EpisodeCollectorConfig):
+    """Options of the ``versus`` collector (the ``episode`` collector's, and the opponent)."""
 
-    envs: int = option(3, doc="Evaluator envs stepped together.", min=1)
-    episodes: int = option(10, doc="Greedy episodes per evaluation, split evenly across the envs.", min=1)
+    opponent: dict[str, Any] = option(
+        default_factory=lambda: {"name": "random"},
+        doc="The bot the agent plays, alternating sides: {name: random}, {name: mcts, simulations: 200} "
+            "or {name: perfect} (tic_tac_toe); keys besides name are the bot's params.")
+
+    def validate(self) -> list[tuple[str, str]]:
+        _, problems = parse_opponent(self.opponent, labelled=False)
+        return super().validate() + [(f"opponent.{key}" if key else "opponent", msg) for key, msg in problems]
+
+    @property
+    def opponent_spec(self) -> OpponentSpec:
+        spec, _ = parse_opponent(self.opponent, labelled=False)
+        assert spec is not None, "validated options"
+        return spec
+
+
+@dataclass
+class EvaluatorScheduleConfig:
+    """When evaluators run and when training stops (shared by the evaluators' options)."""
+
     stop_value: float | None = option(
         None, doc="Stop training once the mean evaluation return reaches this (after train iteration 0); null: never."
     )
     every_train_iters: int = option(200, doc="Evaluate at most once per this many train iterations (and at 0).", min=1)
+
+
+@dataclass
+class EpisodeEvaluatorConfig(EvaluatorScheduleConfig):
+    """Options of the ``episodes`` evaluator."""
+
+    envs: int = option(3, doc="Evaluator envs stepped together.", min=1)
+    episodes: int = option(10, doc="Greedy episodes per evaluation, split evenly across the envs.", min=1)
+
+
+@dataclass
+class VersusEvaluatorConfig(EvaluatorScheduleConfig):
+    """Options of the ``versus`` evaluator (``stop_value`` compares the mean of win 1, draw 0, loss -1)."""
+
+    envs: int = option(8, doc="Evaluator envs stepped together.", min=1)
+    games: int = option(50, doc="Greedy games per opponent and side (as first and as second player).", min=1)
+    opponents: list[dict[str, Any]] = option(
+        default_factory=lambda: [{"name": "random"}],
+        doc="The bots to play, e.g. [{name: random}, {name: mcts, simulations: 1000}, {name: perfect}]; keys "
+            "besides name and label are the bot's params; label names the metrics eval/vs_<label>/... "
+            "(default: the name, plus the simulations for mcts: mcts1000).")
+
+    def validate(self) -> list[tuple[str, str]]:
+        _, problems = parse_opponents(self.opponents)
+        return [(f"opponents{key}", msg) for key, msg in problems]
+
+    @property
+    def opponent_specs(self) -> list[OpponentSpec]:
+        return parse_opponents(self.opponents)[0]
 
 
 def make_episode_collector(cfg: EpisodeCollectorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
@@ -74,6 +122,50 @@ def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: E
                             frame_stack=frame_stack)
 
 
+def make_versus_collector(cfg: VersusCollectorConfig, run: Any, *, env_spec: SimulatorEnvSpec,
+                          frame_stack: int) -> Any:
+    """A :class:`~lzk_workers.versus_collector.VersusCollector` (its opponent seeded per rank)."""
+    from lzk_workers.versus_collector import VersusCollector
+
+    return VersusCollector(env_spec, envs=cfg.envs, n_episode=cfg.n_episode, opponent=cfg.opponent_spec,
+                           seed=run.seed("collector", run.rank), opponent_seed=run.seed("collector", "opponent", run.rank),
+                           frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
+
+
+def make_versus_evaluator(cfg: VersusEvaluatorConfig, run: Any, *, env_spec: SimulatorEnvSpec,
+                          frame_stack: int) -> Any:
+    """A :class:`~lzk_workers.versus_evaluator.VersusEvaluator` on rank 0."""
+    from lzk_workers.versus_evaluator import VersusEvaluator
+
+    return VersusEvaluator(env_spec, envs=cfg.envs, games=cfg.games, opponents=cfg.opponent_specs,
+                           seed=run.seed("evaluator"), opponent_seed=run.seed("evaluator", "opponents"),
+                           every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
+                           frame_stack=frame_stack)
+
+
+def check_versus_collector(ctx: CheckContext) -> list[str]:
+    """The env offers the collector's bot with its params (when its options can tell), and the
+    policy acts on single frames (agent views cannot be frame-stacked consistently)."""
+    from lzk_workers.versus_collector import STACK_REASON
+
+    problems = opponent_check_problems(ctx.options("env"), [("collector.opponent", ctx.options("collector").opponent_spec)])
+    spec = ctx.target_spec
+    if spec is not None and spec.frame_stack != 1:
+        problems.append(f"needs a policy with frame_stack 1, got {spec.frame_stack} (policy '{ctx.name('policy')}'): "
+                        f"{STACK_REASON}")
+    return problems
+
+
+def check_evaluator_opponents(ctx: CheckContext) -> list[str]:
+    """The env offers each of the evaluator's bots with its params (when its options can tell)."""
+    specs = ctx.options("evaluator").opponent_specs
+    return opponent_check_problems(ctx.options("env"), [(f"evaluator.opponents[{i}]", s) for i, s in enumerate(specs)])
+
+
+#: What the two-player workers need of the env: game states for the bots, and the bots.
+NEEDS_SIMULATOR_ENV = {"env": (SimulatorEnvSpec,)}
+
+
 def check_segment_length(ctx: CheckContext) -> list[str]:
     """Segments finish where the buffer cuts them only when both count the same length."""
     cfg, buf = ctx.options("collector"), ctx.options("buffer")
@@ -93,12 +185,20 @@ def lzkernel_register_collectors() -> list[Component]:
                   check=check_segment_length,
                   doc="A number of finished episode pieces per collect (UniZero); envs and unfinished "
                       "pieces persist across collects."),
+        Component("versus", factory=make_versus_collector, config=VersusCollectorConfig,
+                  needs=NEEDS_SIMULATOR_ENV, check=check_versus_collector,
+                  doc="Whole two-player games against a bot (random, mcts, perfect), the agent alternating "
+                      "sides; one agent-view Trajectory per game; win/draw/loss rates."),
     ]
 
 
 @hookimpl
 def lzkernel_register_evaluators() -> list[Component]:
     return [
+        Component("versus", factory=make_versus_evaluator, config=VersusEvaluatorConfig,
+                  needs=NEEDS_SIMULATOR_ENV, check=check_evaluator_opponents,
+                  doc="Greedy two-player games against each configured bot as first and second player; "
+                      "win/draw/loss rates per bot and side; return = win 1, draw 0, loss -1."),
         Component("episodes", factory=make_episode_evaluator, config=EpisodeEvaluatorConfig,
                   doc="A fixed number of greedy episodes; mean/std/min/max return, best and stop.",
                   resume_safe=("envs", "episodes", "stop_value", "every_train_iters")),

@@ -173,7 +173,7 @@ class _Progress:
 _StopRule = Callable[[_Progress], np.ndarray]
 
 
-def _check_act(res: ActResult, b: int, a: int) -> ActResult:
+def check_act(res: ActResult, b: int, a: int) -> ActResult:
     """Shapes and dtypes of a policy's answer for B rows; a clear error beats a broadcast bug."""
     action = np.asarray(res.action)
     if action.shape != (b,) or not np.issubdtype(action.dtype, np.integer):
@@ -275,7 +275,7 @@ class EpisodePlayer:
             assert state is not None
             ids = np.flatnonzero(active)  # [B] sorted env ids that act this step
             states = None if state.states is None else [state.states[i] for i in ids]
-            res = _check_act(
+            res = check_act(
                 policy.act(self.window.stacked(ids), state.legal[ids], state.to_play[ids], mode=self.mode,
                            env_ids=ids, temperature=temperature, epsilon=epsilon, timestep=self.timestep[ids],
                            states=states),

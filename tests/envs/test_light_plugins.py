@@ -9,6 +9,8 @@ from lzk_workers.plugin import (
     EpisodeCollectorConfig,
     EpisodeEvaluatorConfig,
     SegmentCollectorConfig,
+    VersusCollectorConfig,
+    VersusEvaluatorConfig,
     lzkernel_register_collectors,
     lzkernel_register_evaluators,
 )
@@ -28,8 +30,10 @@ def test_plugin_modules_import_no_heavy_packages() -> None:
 def test_registrations() -> None:
     envs = {c.name: c.config for c in lzkernel_register_envs()}
     cols = {c.name: c.config for c in lzkernel_register_collectors()}
-    (ev,) = lzkernel_register_evaluators()
+    evs = {c.name: c.config for c in lzkernel_register_evaluators()}
     assert envs == {"gymnasium": GymEnvConfig, "openspiel": OpenSpielEnvConfig}
-    assert cols == {"episode": EpisodeCollectorConfig, "segment": SegmentCollectorConfig}
-    assert (ev.name, ev.config) == ("episodes", EpisodeEvaluatorConfig)
+    assert cols == {"episode": EpisodeCollectorConfig, "segment": SegmentCollectorConfig,
+                    "versus": VersusCollectorConfig}
+    assert evs == {"episodes": EpisodeEvaluatorConfig, "versus": VersusEvaluatorConfig}
     assert {"episodes", "stop_value"} <= set(EpisodeEvaluatorConfig.__dataclass_fields__)
+    assert {"games", "opponents", "stop_value", "every_train_iters"} <= set(VersusEvaluatorConfig.__dataclass_fields__)

@@ -84,7 +84,8 @@ def test_cli_config_exits_2_naming_game_and_property(tmp_path: Path, game: str, 
 def test_cli_config_accepts_a_board_game(tmp_path: Path) -> None:
     proc = _lzkernel_config(tmp_path, {"name": "openspiel", "game": "go", "params": {"board_size": 9}})
     assert proc.returncode == 0, proc.stderr
-    assert yaml.safe_load(proc.stdout)["env"] == {"name": "openspiel", "game": "go", "params": {"board_size": 9}}
+    assert yaml.safe_load(proc.stdout)["env"] == {"name": "openspiel", "game": "go", "params": {"board_size": 9},
+                                                  "to_play_plane": True}
 
 
 def test_missing_open_spiel_is_a_config_error() -> None:
@@ -107,3 +108,23 @@ def test_missing_open_spiel_is_a_config_error() -> None:
     assert "env.game: the openspiel env needs OpenSpiel, which is not installed" in schema_line
     assert factory_line.startswith("env.game: the openspiel env needs OpenSpiel")
     assert "pip install 'open_spiel>=1.5'" in factory_line
+
+
+def test_opponent_problems_name_the_opponent_and_the_game() -> None:
+    """What the two-player workers' config check asks of the env section: one line per problem
+    naming the opponent and the game, nothing built; the component declares SimulatorEnvSpec."""
+    from lzkernel import SimulatorEnvSpec
+    from lzk_envs.plugin import lzkernel_register_envs
+
+    ttt, c4 = OpenSpielEnvConfig(game="tic_tac_toe"), OpenSpielEnvConfig(game="connect_four")
+    assert ttt.opponent_problems("perfect", {}) == [] and c4.opponent_problems("mcts", {"simulations": 5}) == []
+    (line,) = c4.opponent_problems("perfect", {})
+    assert line == ("openspiel:connect_four: unknown opponent 'perfect' (tic_tac_toe only); "
+                    "this game offers: random, mcts")
+    (line,) = ttt.opponent_problems("alphabeta", {})
+    assert "'alphabeta'" in line and "openspiel:tic_tac_toe" in line
+    (line,) = ttt.opponent_problems("mcts", {"simulations": 0})
+    assert "'simulations' must be an integer >= 1, got 0" in line
+    assert OpenSpielEnvConfig(game="no_such_game").opponent_problems("random", {}) == []  # the env's own error
+    openspiel = {c.name: c for c in lzkernel_register_envs()}["openspiel"]
+    assert openspiel.provides == (SimulatorEnvSpec,)

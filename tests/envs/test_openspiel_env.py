@@ -1,6 +1,6 @@
 """The OpenSpiel env and simulator agree with pyspiel's own states under seeded random play:
-observations, legal masks, players, rewards, terminals, same-step auto-reset, ``final_obs``,
-episode return and length, the ``active`` mask, and independent clones."""
+observations (with the to-play plane), legal masks, players, rewards, terminals, same-step
+auto-reset, ``final_obs``, episode return and length, the ``active`` mask, and independent clones."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +21,11 @@ def spec(request: pytest.FixtureRequest) -> OpenSpielEnvSpec:
 
 
 def _obs(state, player: int, shape: tuple[int, ...]) -> np.ndarray:
-    return np.asarray(state.observation_tensor(player), np.float32).reshape(shape)
+    """What the env shows ``player`` (OpenSpiel's 0 or 1) at ``state`` in observations of ``shape``
+    (to-play plane on): a slice of 1.0 for player 0 (our player 1), 0.0 for player 1, then the
+    observation tensor."""
+    raw = np.asarray(state.observation_tensor(player), np.float32).reshape(shape[0] - 1, *shape[1:])
+    return np.concatenate([np.full((1, *shape[1:]), player == 0, np.float32), raw])
 
 
 def _random_legal(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
@@ -31,20 +35,20 @@ def _random_legal(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
 def test_spec_fields_and_protocols(spec: OpenSpielEnvSpec) -> None:
     game = pyspiel.load_game(spec.id.removeprefix("openspiel:"))
     assert isinstance(spec, SimulatorEnvSpec)
-    assert spec.obs_shape == tuple(game.observation_tensor_shape())
     assert spec.num_actions == game.num_distinct_actions()
     assert spec.two_player and spec.truncation_as_terminal
     perfect = ("perfect",) if spec.id == "openspiel:tic_tac_toe" else ()
     assert spec.opponents == ("random", "mcts") + perfect
+    assert spec.obs_shape == (game.observation_tensor_shape()[0] + 1, *game.observation_tensor_shape()[1:])
     assert isinstance(spec.make_vector(2, 0), VectorEnv) and isinstance(spec.make_simulator(), Simulator)
 
 
 def test_params_reach_the_game_and_the_id() -> None:
     spec = make_openspiel_env(OpenSpielEnvConfig(game="connect_four", params={"rows": 5, "columns": 6}))
     assert spec.id == "openspiel:connect_four(columns=6,rows=5)"
-    assert spec.obs_shape == (3, 5, 6) and spec.num_actions == 6
+    assert spec.obs_shape == (4, 5, 6) and spec.num_actions == 6
     go = OpenSpielEnvSpec.load("go", {"board_size": 9, "komi": 7})  # an int is fine for a float param
-    assert go.obs_shape == (4, 9, 9) and go.num_actions == 82
+    assert go.obs_shape == (5, 9, 9) and go.num_actions == 82
 
 
 def test_vector_env_matches_pyspiel_with_autoreset_and_active_mask(spec: OpenSpielEnvSpec) -> None:
@@ -186,3 +190,36 @@ def test_clones_are_independent(spec: OpenSpielEnvSpec) -> None:
     sim.step([probe], np.array([3]))
     b2 = venv.step(np.array([5]))
     assert b2.states[0].history() == [5] and probe.history() == [3]
+
+
+def test_to_play_plane_says_who_moves_and_can_be_turned_off() -> None:
+    """Tic-tac-toe's tensor is the same for both players: the plane alone tells them apart (1.0
+    for player 1, 0.0 for player 2, terminal views included); ``to_play_plane: false`` gives the
+    raw tensor; a 1-D tensor (oware) gets one more leading feature."""
+    on = make_openspiel_env(OpenSpielEnvConfig(game="tic_tac_toe"))
+    off = make_openspiel_env(OpenSpielEnvConfig(game="tic_tac_toe", to_play_plane=False))
+    assert (on.obs_shape, off.obs_shape) == ((4, 3, 3), (3, 3, 3))
+    sim_on, sim_off = on.make_simulator(), off.make_simulator()
+    assert (sim_on.obs_shape, sim_off.obs_shape) == (on.obs_shape, off.obs_shape)
+    state = sim_on.new_state()
+    views = [sim_on.observe([state])]
+    for a in [0, 3, 1, 4, 8, 5]:  # o (player 2) completes the middle row
+        views.append(sim_on.step([state], np.array([a])))
+    assert [int(v.to_play[0]) for v in views] == [1, 2, 1, 2, 1, 2, 1]
+    for view in views:  # the plane follows to_play, at the terminal state too
+        assert (view.obs[0, 0] == float(view.to_play[0] == 1)).all()
+    assert views[-1].terminal[0] and (views[-1].obs[0, 0] == 1.0).all()
+    raw = sim_off.observe([state]).obs[0]
+    assert raw.shape == (3, 3, 3) and (views[-1].obs[0, 1:] == raw).all()  # then the game's own tensor
+    assert (np.asarray(state.observation_tensor(0)) == np.asarray(state.observation_tensor(1))).all()
+    venv = off.make_vector(1, seed=0)
+    b = venv.reset()
+    assert b.obs.shape == (1, 3, 3, 3) and (b.obs[0] == _obs(b.states[0], 0, (4, 3, 3))[1:]).all()
+    oware = OpenSpielEnvSpec.load("oware")
+    raw_len = pyspiel.load_game("oware").observation_tensor_shape()[0]
+    sim = oware.make_simulator()
+    state = sim.new_state()
+    first = sim.observe([state])
+    second = sim.step([state], np.flatnonzero(first.legal[0])[:1])
+    assert oware.obs_shape == (raw_len + 1,) and first.obs.shape == (1, raw_len + 1)
+    assert (first.obs[0, 0], second.obs[0, 0], int(second.to_play[0])) == (1.0, 0.0, 2)
