@@ -1,4 +1,4 @@
-"""Tree-only overhead of ``lzk_mcts.search``: ms per search with a dummy recurrent_fn that
+"""Tree-only overhead of ``lzk_mcts.search``: ms per search with a dummy model step that
 returns precomputed arrays, so the figures are the driver + numba kernels alone.
 
     .venv/bin/python benchmarks/mcts_tree.py [--repeats 200] [--json-out benchmarks/results/mcts_tree.json]
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lzk_mcts import SearchConfig, search
+from lzk_mcts import SearchConfig, StepOutput, search
 
 #: (B roots, S simulations, A actions, ReZero reuse on every root)
 CASES = [(8, 25, 2, False), (8, 50, 2, False), (64, 50, 2, False), (64, 50, 18, False), (64, 50, 2, True)]
@@ -29,9 +29,9 @@ def bench(batch: int, sims: int, actions: int, reuse: bool, repeats: int) -> dic
     values = rng.uniform(-1, 1, batch).astype(np.float32)
     logits = rng.normal(size=(batch, actions)).astype(np.float32)
 
-    def recurrent_fn(batch_idx, parent_node, action, new_node):
-        n = len(batch_idx)
-        return rewards[:n], values[:n], logits[:n]
+    def step(parent_slot, action, child_slot):
+        n = len(parent_slot)
+        return StepOutput(rewards[:n], values[:n], logits[:n])
 
     root_logits = rng.normal(size=(batch, actions)).astype(np.float32)
     legal = np.ones((batch, actions), bool)
@@ -40,11 +40,11 @@ def bench(batch: int, sims: int, actions: int, reuse: bool, repeats: int) -> dic
     if reuse:
         kw.update(true_action=np.zeros(batch, np.int64), reuse_value=np.full(batch, 0.5, np.float32))
     cfg = SearchConfig(num_simulations=sims)
-    search(recurrent_fn, root_logits, legal, to_play, cfg, rng, **kw)  # warm-up (JIT)
+    search(step, root_logits, legal, to_play, cfg, rng, **kw)  # warm-up (JIT)
     wall, cpu = [], []
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        res = search(recurrent_fn, root_logits, legal, to_play, cfg, rng, **kw)
+        res = search(step, root_logits, legal, to_play, cfg, rng, **kw)
         cpu.append((time.process_time() - c0) * 1e3)
         wall.append((time.perf_counter() - t0) * 1e3)
     p10, p50, p90 = np.percentile(wall, [10, 50, 90])

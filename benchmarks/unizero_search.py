@@ -19,7 +19,7 @@ drift hit all alike; on a busy machine read the minimums):
 * ``context``: ms per simulation by root window (0 … 3 past pairs) and by episode step
   (10, 100, 1000 with full windows), default (numba) backend. The cost is bounded by the
   context length: it must not grow with the episode.
-* ``reanalyze``: ``reanalyze_fn`` on 128 full windows (target model, 25 simulations) by
+* ``reanalyze``: ``window_reanalyze_fn`` on 128 full windows (target model, 25 simulations) by
   ``search_chunk`` and backend: ms per root (how ``search_chunk``'s default was chosen).
 * ``compile``: the numba kernel's first-call cost in a fresh process: compiling into an empty
   cache directory (once per install and source change), then loading from that cache (every
@@ -154,7 +154,7 @@ class ActCase:
 
 
 class ReanalyzeCase:
-    """``reanalyze_fn`` over ROOTS full history windows with ``search_chunk`` = chunk."""
+    """``window_reanalyze_fn`` over ROOTS full history windows with ``search_chunk`` = chunk."""
 
     ROOTS = 128
 
@@ -170,7 +170,7 @@ class ReanalyzeCase:
         self.policy.cfg.search_chunk = self.chunk
         self.policy.cfg.search_backend = self.backend
         t0 = time.perf_counter()
-        self.policy.reanalyze_fn(*self.args)
+        self.policy.window_reanalyze_fn(*self.args)
         if keep:
             self.ms.append((time.perf_counter() - t0) * 1e3 / self.ROOTS)
 

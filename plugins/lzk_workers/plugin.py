@@ -197,6 +197,7 @@ def lzkernel_register_evaluators() -> list[Component]:
     return [
         Component("versus", factory=make_versus_evaluator, config=VersusEvaluatorConfig,
                   needs=NEEDS_SIMULATOR_ENV, check=check_evaluator_opponents,
+                  resume_safe=("envs", "games", "opponents", "stop_value", "every_train_iters"),
                   doc="Greedy two-player games against each configured bot as first and second player; "
                       "win/draw/loss rates per bot and side; return = win 1, draw 0, loss -1."),
         Component("episodes", factory=make_episode_evaluator, config=EpisodeEvaluatorConfig,
