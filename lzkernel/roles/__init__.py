@@ -9,7 +9,8 @@ torch-free: arrays crossing role boundaries are numpy arrays.
 from __future__ import annotations
 
 from lzkernel.roles.data import Batch, Trajectory
-from lzkernel.roles.env import EnvSpec, Opponent, Simulator, SimulatorEnvSpec, SimulatorStep, StepBatch, VectorEnv
+from lzkernel.roles.env import (EnvSpec, Opponent, Simulator, SimulatorEnvSpec, SimulatorStep, StepBatch,
+                                SymmetricEnvSpec, Symmetry, VectorEnv)
 from lzkernel.roles.infra import CommBackend, Trainer, UpdateSchedule
 from lzkernel.roles.policy import (
     ActingPolicy,
@@ -27,6 +28,6 @@ from lzkernel.roles.workers import Collector, Evaluator
 __all__ = [
     "ROLES", "ROLE_SPECS", "ROLE_TABLE", "ActResult", "ActingPolicy", "Batch", "Collector", "CommBackend",
     "EnvSpec", "Evaluator", "LearningPolicy", "ObservationValues", "Opponent", "ReanalysableBuffer", "ReplayBuffer",
-    "RoleSpec", "SearchCaches", "SequenceValues", "Simulator", "SimulatorEnvSpec", "SimulatorStep", "StepBatch", "TargetSpec",
+    "RoleSpec", "SearchCaches", "SequenceValues", "Simulator", "SimulatorEnvSpec", "SimulatorStep", "StepBatch", "SymmetricEnvSpec", "Symmetry", "TargetSpec",
     "Trainer", "Trajectory", "UpdateSchedule", "VectorEnv",
 ]

@@ -137,3 +137,26 @@ class SimulatorEnvSpec(EnvSpec, Protocol):
     def make_opponent(self, name: str, params: Mapping[str, Any], seed: int) -> Opponent:
         """Opponent ``name`` (one of :attr:`opponents`) with its ``params`` (e.g. ``{"simulations":
         1000}`` for an MCTS bot), seeded with ``seed``; ConfigError for an unknown name or params."""
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """A map between equivalent positions of a game (a board's rotation or reflection): the
+    position reached by the transformed moves has the transformed observation, and the same value.
+
+    With ``o`` an observation and ``p`` a per-action array (a policy, a legal mask)::
+
+        transformed_o.reshape(-1) = o.reshape(-1)[obs_index]
+        transformed_p             = p[action_index]      (move b there is move action_index[b] here)
+    """
+
+    obs_index: np.ndarray  # [prod(O)] int64
+    action_index: np.ndarray  # [A] int64
+
+
+@runtime_checkable
+class SymmetricEnvSpec(EnvSpec, Protocol):
+    """An env spec whose game has symmetries (learners may augment their batches with them)."""
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        """The game's symmetries, the identity first."""

@@ -21,8 +21,10 @@ class AlphaZeroModelConfig:
                        choices=("conv", "mlp"))
     channels: int = option(16, doc="Conv: channels of the residual tower.", min=1)
     num_res_blocks: int = option(1, doc="Conv: residual blocks in the tower.", min=0)
-    policy_head_channels: int = option(2, doc="Conv: channels of the policy head's 1x1 convolution.", min=1)
-    value_head_channels: int = option(1, doc="Conv: channels of the value head's 1x1 convolution.", min=1)
+    policy_head_channels: int = option(16, doc="Conv: channels of the policy head's 1x1 convolution.", min=1)
+    value_head_channels: int = option(16, doc="Conv: channels of the value head's 1x1 convolution (one channel, "
+                                      "AlphaGo Zero's, leaves a 3x3 board's value head 9 features: too few to "
+                                      "value tic-tac-toe positions well).", min=1)
     mlp_hidden: list[int] = option([128, 128], doc="MLP: hidden sizes of the trunk (LayerNorm, ReLU).")
     policy_head_hidden: list[int] = option([8], doc="Hidden sizes of the policy head's MLP.")
     value_head_hidden: list[int] = option([8], doc="Hidden sizes of the value head's MLP.")
@@ -49,6 +51,10 @@ class AlphaZeroPolicyConfig(SearchOptions):
         30, doc="Collection samples a game's first this many moves in proportion to visits^(1/τ) and plays "
         "the most visited move after (the paper: 30 moves in chess, τ → 0 after).", min=0)
     # --- learner ------------------------------------------------------------------------------
+    augment_symmetries: bool = option(
+        True, doc="Train on a random symmetry (rotation or reflection of the board) of each sampled position, "
+        "where the env declares its game's symmetries (tic-tac-toe, go, connect four): AlphaGo Zero's "
+        "augmentation; the AlphaZero paper trains without it.")
     batch_size: int = option(256, doc="Learner batch size (positions).", min=1)
     optimizer: str = option("adam", doc="'adam' (L2 weight decay), 'adamw' (decoupled decay on weights only) or "
                             "'sgd' (momentum 0.9).", choices=("adam", "adamw", "sgd"))

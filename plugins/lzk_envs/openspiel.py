@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from lzkernel import Opponent, StepBatch
+from lzkernel import Opponent, StepBatch, Symmetry
 from lzk_envs.openspiel_game import game_id, load_game
 from lzk_envs.openspiel_sim import OpenSpielSimulator, observation_shape
 from lzk_envs.vector import check_step_args
@@ -72,6 +72,12 @@ class OpenSpielEnvSpec:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         return OpenSpielVectorEnv(self.id, self.make_simulator(), num_envs, seed)
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        """The board's symmetries (:mod:`lzk_envs.board_symmetry`), the identity first."""
+        from lzk_envs.board_symmetry import board_symmetries
+
+        return board_symmetries(self.game, self.obs_shape, self.num_actions)
 
     def make_simulator(self) -> OpenSpielSimulator:
         """A simulator for the states this spec's vector envs report."""

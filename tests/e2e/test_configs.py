@@ -18,14 +18,17 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 TINY = [
     "run.max_env_steps=400", "run.checkpoint_every=10", "run.log_every=5", "run.progress=false",
     "run.threads=1", "policy.num_simulations=4", "policy.batch_size=32",
-    "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=10",
+    "evaluator.envs=2", "evaluator.every_train_iters=10",
     "evaluator.stop_value=1e9",  # spend the budget even if a tiny run happens to solve CartPole
 ]
 POLICY = {
     "muzero": ["policy.model.latent_dim=32", "policy.model.proj_hidden=64", "policy.model.proj_out=64",
                "policy.model.pred_hidden=32", "policy.model.pred_out=64"],
     "unizero": ["policy.model.embed_dim=16", "policy.eval_num_simulations=4"],
+    "alphazero": ["policy.eval_num_simulations=4", "policy.model.channels=8", "policy.model.num_res_blocks=1"],
 }
+EVALUATOR = {"episodes": ["evaluator.episodes=2"],
+             "versus": ["evaluator.games=1", "evaluator.opponents=[{name: random}]"]}
 COLLECTOR = {"episode": ["collector.envs=2", "collector.n_episode=2"],
              "segment": ["collector.envs=2", "collector.num_segments=2", "collector.segment_length=20",
                          "buffer.segment_length=20"]}
@@ -40,7 +43,8 @@ def _overrides(config: Path, out_dir: Path) -> list[str]:
 
     data = yaml.safe_load(config.read_text())
     extra = (POLICY.get(data["policy"]["name"], []) + COLLECTOR.get(data["collector"]["name"], [])
-             + SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], []))
+             + SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], [])
+             + EVALUATOR.get(data["evaluator"]["name"], []))
     return [f"run.out_dir={out_dir}", *TINY, *extra]
 
 
