@@ -28,8 +28,8 @@ from lzk_alphazero.learner import AlphaZeroLearner
 from lzk_alphazero.model import AlphaZeroNet
 from lzk_common.acting import torch_threads, visit_distribution
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots, frozen_copy
-from lzkernel import (ActResult, Batch, ConfigError, SimulatorEnvSpec, SymmetricEnvSpec, generator_state,
-                      set_generator_state)
+from lzk_common.symmetry import batch_symmetries
+from lzkernel import ActResult, ConfigError, SimulatorEnvSpec
 
 
 class AlphaZeroPolicy(SearchPolicyBase):
@@ -55,11 +55,8 @@ class AlphaZeroPolicy(SearchPolicyBase):
                     lambda model, _: AlphaZeroLearner(model, cfg, average_gradients=average_gradients), target=False)
         self._nets: VersionedSnapshots[torch.nn.Module] = VersionedSnapshots(lambda _: frozen_copy(self.model))
         self.network_seconds = 0.0
-        syms = env_spec.symmetries() if cfg.augment_symmetries and isinstance(env_spec, SymmetricEnvSpec) else ()
-        #: [G, prod(O)] and [G, A] index arrays of the game's symmetries (G = 1: no augmentation).
-        self._sym_obs = np.stack([s.obs_index for s in syms]) if len(syms) > 1 else None
-        self._sym_act = np.stack([s.action_index for s in syms]) if len(syms) > 1 else None
-        self.augment_rng = np.random.default_rng([seed, 1])
+        #: Random board symmetries of training positions (None: off, or no symmetric game).
+        self.symmetries = batch_symmetries(env_spec, cfg.augment_symmetries, seed)
 
     def mark_weights_changed(self) -> None:
         self._nets.bump()
@@ -128,29 +125,8 @@ class AlphaZeroPolicy(SearchPolicyBase):
     def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
         """One learner step on a K = 0 batch (each position under a random symmetry of the game
         when ``augment_symmetries``) → (metrics ``train/*``, priorities [B])."""
-        out = self.learner.step(self.augment(batch))
+        out = self.learner.step(batch if self.symmetries is None else self.symmetries(batch))
         self._nets.bump("online")
         return out
 
-    def augment(self, batch: Batch) -> Batch:
-        """``batch`` with every position replaced by a random symmetry of it: observations, policy
-        targets and legal masks permuted alike (values and weights unchanged); as it is when the
-        game declares no symmetry or augmentation is off."""
-        if self._sym_obs is None:
-            return batch
-        B = len(batch)
-        g = self.augment_rng.integers(0, len(self._sym_obs), B)  # [B] symmetry of each sample
-        obs = np.take_along_axis(np.asarray(batch.obs).reshape(B, -1), self._sym_obs[g], axis=1)
-        act = self._sym_act[g][:, None, :]  # [B, 1, A]
-        return Batch(obs=obs.reshape(np.shape(batch.obs)), actions=batch.actions, mask=batch.mask,
-                     target_reward=batch.target_reward, target_value=batch.target_value,
-                     target_policy=np.take_along_axis(np.asarray(batch.target_policy), act, axis=2),
-                     weights=batch.weights, indices=batch.indices, to_play=batch.to_play,
-                     legal=np.take_along_axis(np.asarray(batch.legal), act, axis=2))
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "augment_rng": generator_state(self.augment_rng)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        set_generator_state(self.augment_rng, state["augment_rng"])

@@ -84,6 +84,8 @@ class SearchPolicyBase:
         self.model: nn.Module
         self.target_model: nn.Module | None = None
         self.learner: Any = None
+        #: Training under random board symmetries (lzk_common.symmetry), when the subclass sets it.
+        self.symmetries: Any = None
 
     def attach(self, model: nn.Module, learner_factory: Callable[[nn.Module, nn.Module | None], Any], *,
                target: bool = True) -> None:
@@ -129,7 +131,10 @@ class SearchPolicyBase:
         state: dict[str, Any] = {"model": self.model.state_dict()}
         if self.target_model is not None:
             state["target_model"] = self.target_model.state_dict()
-        return {**state, "learner": self.learner.state_dict(), "rng": generator_state(self.rng)}
+        state = {**state, "learner": self.learner.state_dict(), "rng": generator_state(self.rng)}
+        if self.symmetries is not None:
+            state["symmetry_rng"] = generator_state(self.symmetries.rng)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
@@ -139,6 +144,8 @@ class SearchPolicyBase:
         rng = state.get("rng")
         if rng is not None:
             set_generator_state(self.rng, rng)
+        if self.symmetries is not None and "symmetry_rng" in state:
+            set_generator_state(self.symmetries.rng, state["symmetry_rng"])
         self.mark_weights_changed()
 
     def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:

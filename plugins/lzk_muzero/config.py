@@ -85,6 +85,10 @@ class MuZeroPolicyConfig(SearchPolicyOptions):
                                "reanalyze_fn (bounds the latent store's memory).", min=1)
     mini_infer_size: int = option(10240, doc="Chunk size of value_fn's target-network inference.", min=1)
     # --- learner ------------------------------------------------------------------------------
+    augment_symmetries: bool = option(
+        False, doc="Train each sampled position (and its unrolled steps) under a random symmetry of the board, "
+        "where the env declares its game's symmetries (tic-tac-toe, go, connect four); one frame per "
+        "observation only.")
     optimizer: str = option("adam", doc="'adam' (L2 weight decay on all parameters), 'adamw' "
                             "(decoupled decay on Linear/Conv weights only) or 'sgd' (momentum 0.9).",
                             choices=("adam", "adamw", "sgd"))

@@ -314,6 +314,58 @@ def _index(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.int64 and a.flags.c_contiguous else np.ascontiguousarray(a, dtype=np.int64)
 
 
+def _cache_is_warm() -> bool:
+    """Whether numba's on-disk cache holds both kernels, newer than this source file (numba's own
+    staleness rule: the defining file's timestamp)."""
+    from pathlib import Path
+
+    cache = Path(mlp_step.stats.cache_path)
+    source = Path(__file__).stat().st_mtime
+    for name in ("mlp_step", "mlp_predict"):
+        index = list(cache.glob(f"numba_mlp.{name}-*.nbi"))
+        if not index or max(p.stat().st_mtime for p in index) < source:
+            return False
+    return True
+
+
+def warm_cache() -> None:
+    """Compile both kernels into numba's cache with the argument types searches use (a tiny
+    model: the types do not depend on sizes). Run in a subprocess by :func:`ensure_cached`."""
+    global _WARMED
+    _WARMED = True  # this process is the one that compiles
+    from lzk_muzero.config import MuZeroModelConfig, MuZeroPolicyConfig
+    from lzk_muzero.policy import MuZeroPolicy
+
+    policy = MuZeroPolicy(MuZeroPolicyConfig(num_simulations=2, model=MuZeroModelConfig(latent_dim=16, ssl=False)),
+                          (4,), 2, seed=0)
+    policy.act(np.zeros((2, 4), np.float32), np.ones((2, 2), bool), np.full(2, -1), mode="collect",
+               env_ids=np.arange(2))
+
+
+_WARMED = False
+
+
+def ensure_cached() -> None:
+    """Make this process load the kernels from numba's cache rather than compile them: when the
+    cache is cold, compile into it in a subprocess first (once per process).
+
+    Why: these fast-math kernels give different float32 results in a process that compiled them
+    than in processes that load them from the cache (measured), so without this a fixed seed
+    gives one result on a fresh install and another in every later run. A subprocess that
+    cannot write the cache (read-only install) changes nothing: every run then compiles in
+    process, alike."""
+    global _WARMED
+    if _WARMED or mlp_step.signatures:
+        return
+    _WARMED = True
+    if not _cache_is_warm():
+        import subprocess
+        import sys
+
+        subprocess.run([sys.executable, "-c", "from lzk_muzero.numba_mlp import warm_cache; warm_cache()"],
+                       check=False, capture_output=True, timeout=600)
+
+
 class NumbaMLP:
     """Search inference of a folded residual MLP on CPU (float32): :meth:`predict` for the roots
     (after torch's representation) and, between :meth:`begin` and the next ``begin``, the
@@ -333,6 +385,7 @@ class NumbaMLP:
         self.support_r = reward_support.values.detach().cpu().double().numpy()
         self.latents = ArraySlots((self.latent_dim,), np.float32)
         self._scratch = np.zeros(0, np.float32)
+        ensure_cached()
 
     @property
     def store(self) -> np.ndarray:

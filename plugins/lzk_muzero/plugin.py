@@ -16,16 +16,19 @@ def make_policy(cfg: MuZeroPolicyConfig, run: Any, *, env_spec: Any) -> Any:
     The policy RNG is seeded with ``run.seed("policy", run.rank)``; with several ranks the
     learner averages gradients through ``run.comm.average_gradients`` before clipping.
     """
+    from lzk_common.symmetry import batch_symmetries
     from lzk_muzero.policy import MuZeroPolicy
 
     average = run.comm.average_gradients if run.world_size > 1 else None
+    seed = run.seed("policy", run.rank)
     return MuZeroPolicy(
         cfg,
         tuple(env_spec.obs_shape),
         int(env_spec.num_actions),
         device=run.device,
-        seed=run.seed("policy", run.rank),
+        seed=seed,
         average_gradients=average,
+        symmetries=batch_symmetries(env_spec, cfg.augment_symmetries, seed),
     )
 
 

@@ -45,6 +45,8 @@ class MuZeroPolicy(SearchPolicyBase):
         average_gradients: multi-rank hook called between backward and clipping.
         search_module: provides ``search``, ``select_action`` and ``SearchConfig`` (default
             ``lzk_mcts``; tests may pass a fake).
+        symmetries: random board symmetries applied to every learner batch
+            (:func:`lzk_common.symmetry.batch_symmetries`), or None.
     """
 
     cfg: MuZeroPolicyConfig
@@ -59,10 +61,12 @@ class MuZeroPolicy(SearchPolicyBase):
         seed: int = 0,
         average_gradients: Callable[[Any], None] | None = None,
         search_module: ModuleType | Any | None = None,
+        symmetries: Any = None,
     ) -> None:
         if search_module is None:
             import lzk_mcts as search_module
         super().__init__(cfg, obs_shape, num_actions, device=device, seed=seed)
+        self.symmetries = symmetries
         self._search = search_module
         self.value_support = DiscreteSupport.from_range(cfg.model.value_support_range, self.device)
         self.reward_support = DiscreteSupport.from_range(cfg.model.reward_support_range, self.device)
@@ -204,6 +208,8 @@ class MuZeroPolicy(SearchPolicyBase):
     # ------------------------------------------------------------------------------------------
     def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
         """One learner step on ``batch`` → (metrics ``train/*``, priorities [B] float32)."""
+        if self.symmetries is not None:
+            batch = self.symmetries(batch)
         metrics, priorities, self._target_updated = self.learner.step(batch)
         self._snapshots.bump("online", *(("target",) if self._target_updated else ()))
         return metrics, priorities
