@@ -99,6 +99,11 @@ class RunContext:
         self._resume_path = explicit if explicit is not None else self._auto_resume(run_dir)
         if self._resume_path is not None:
             self._check_resume_config(self._resume_path)
+        if self.cfg.deterministic:
+            # MKL picks its code path by the data's alignment and may shrink its thread team: fix
+            # both (read when MKL loads, i.e. on torch's first import in this process).
+            os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+            os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 
         import torch
 

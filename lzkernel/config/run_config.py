@@ -16,7 +16,11 @@ class RunConfig:
     max_train_iters: int = option(10**9, doc="Stop after this many learner updates.", min=1)
     device: str = option("cpu", doc="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available).")
     threads: int = option(0, doc="torch intra-op threads; 0 leaves torch's default.", min=0)
-    deterministic: bool = option(False, doc="torch.use_deterministic_algorithms(True).")
+    deterministic: bool = option(
+        False, doc="torch.use_deterministic_algorithms(True), and MKL's strict conditional numerical "
+        "reproducibility with a fixed thread team (MKL_CBWR=AUTO,STRICT, MKL_DYNAMIC=FALSE). Runs are "
+        "reproducible on one machine without it (docs/architecture.md, Seeding); this guards against "
+        "alignment- and load-dependent BLAS paths at some speed cost.")
     checkpoint_every: int = option(1000, doc="Save a checkpoint every this many train iterations (0: only at the end).", min=0)
     keep_last: int = option(3, doc="Periodic checkpoints kept; older ones are deleted after a new one commits.", min=1)
     save_buffer: bool = option(True, doc="Include the replay buffer in checkpoints (exact resume).")
