@@ -155,6 +155,17 @@ class LoopTrainer(LoopCheckpoints):
     # -- the loop ----------------------------------------------------------------------------
 
     def train(self) -> None:
+        """Run the loop to its budget, stop value or a signal, then save. An error that ends the
+        run first saves what the completed iterations learned (one process only: with several
+        ranks the others may be waiting in a collective, and the periodic checkpoints remain),
+        so ``--resume auto`` continues from it."""
+        try:
+            self._loop()
+        except Exception:
+            self._save_after_error()
+            raise
+
+    def _loop(self) -> None:
         run = self.run
         resumed = self.resumed = self._resume()
         if not resumed and self.cfg.random_collect_episodes > 0:

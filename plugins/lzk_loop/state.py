@@ -10,6 +10,7 @@ world size.
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
 from typing import Any
@@ -19,6 +20,8 @@ import numpy as np
 from lzk_loop import ranks
 from lzkernel import ConfigError, generator_state, set_generator_state
 
+log = logging.getLogger("lzkernel")
+
 
 class LoopCheckpoints:
     """The checkpoint half of :class:`~lzk_loop.skeleton.LoopTrainer` (a mixin: it reads the
@@ -27,6 +30,7 @@ class LoopCheckpoints:
 
     run: Any
     buffer_restored: bool = False  # a resume loaded this rank's replay buffer
+    _saved_iter: int = -1  # train_iter of the newest checkpoint this process wrote
 
     def extra_state(self) -> dict[str, Any]:
         """Subclasses' own counters to checkpoint (plain values)."""
@@ -34,6 +38,19 @@ class LoopCheckpoints:
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`extra_state` saved."""
+
+    def _save_after_error(self) -> None:
+        """A checkpoint of the iterations completed before an error (single process), unless the
+        newest checkpoint already holds them or saving fails too (say so, keep the first error)."""
+        run = self.run
+        if run.world_size > 1 or run.train_iter == 0 or run.train_iter == self._saved_iter:
+            return
+        try:
+            self._save()
+            log.warning("the run failed after train iteration %d; saved it: continue with --resume auto",
+                        run.train_iter)
+        except Exception as exc:  # noqa: BLE001 - the original error is the one to report
+            log.warning("the run failed and its last iterations could not be saved either: %s", exc)
 
     def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         state: dict[str, Any] = {
@@ -76,6 +93,7 @@ class LoopCheckpoints:
                 for r, (_, rank_arrays) in enumerate(others, start=1):
                     arrays.update({f"rank{r}/{k}": v for k, v in rank_arrays.items()})
         run.save_checkpoint(state, arrays)
+        self._saved_iter = run.train_iter
         self.timer.add("checkpoint", time.perf_counter() - t0)
 
     def _rank_state(self) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Test-only gymnasium envs, registered on import (``env.id: lzk_fault_envs:NAME``).
 
 * ``StringObs-v0``: declares a ``Box(4)`` observation space but returns strings;
+* ``NanCartPole-v0``: CartPole whose observations turn NaN at step ``LZK_NAN_AT``;
 * ``HangCartPole-v0``: CartPole whose ``step`` sleeps ``LZK_HANG_S`` seconds (default 600) at
   step ``LZK_HANG_AT`` of the process whose ``RANK`` equals ``LZK_HANG_RANK`` (a rank alive
   but stuck in ``env.step``, read from the environment so that no config key is needed).
@@ -44,5 +45,20 @@ class HangCartPoleEnv(CartPoleEnv):
         return super().step(action)
 
 
+class NanCartPoleEnv(CartPoleEnv):
+    """CartPole whose observation turns NaN at step ``LZK_NAN_AT`` of the process (an env that
+    breaks mid-run)."""
+
+    steps = 0
+
+    def step(self, action: int) -> Any:
+        NanCartPoleEnv.steps += 1
+        obs, *rest = super().step(action)
+        if NanCartPoleEnv.steps == int(os.environ.get("LZK_NAN_AT", "-1")):
+            obs = np.full_like(obs, np.nan)
+        return (obs, *rest)
+
+
+gymnasium.register("NanCartPole-v0", entry_point=NanCartPoleEnv, max_episode_steps=200)
 gymnasium.register("StringObs-v0", entry_point=StringObsEnv, max_episode_steps=20)
 gymnasium.register("HangCartPole-v0", entry_point=HangCartPoleEnv, max_episode_steps=200)
