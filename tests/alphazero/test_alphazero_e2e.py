@@ -54,7 +54,7 @@ def test_self_play_raises_the_win_rate_against_random_play(tmp_path: Path) -> No
     come from what the network learned: they must rise clearly within a few thousand moves."""
     out = tmp_path / "run"
     proc = _run(str(ROOT / "configs" / "tictactoe_alphazero.yaml"), f"run.out_dir={out}", "run.max_env_steps=4000",
-                "run.progress=false", "policy.eval_num_simulations=5", "evaluator.every_train_iters=400",
+                "run.progress=false", "policy.eval_num_simulations=5", "evaluator.every_train_iters=150",
                 "evaluator.games=50", "evaluator.envs=25", "evaluator.opponents=[{name: random}]", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     wins = [r["eval/vs_random/win_rate"] for r in _records(out) if r["event"] == "eval"]
