@@ -152,7 +152,6 @@ def test_the_player_to_move_comes_from_the_node() -> None:
 
     def step(parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
         n = len(parent_slot)
-        root_edge = parent_slot < 1
         # Root: action 0 keeps player 1 on the move, action 1 passes it; deeper: the same player again.
         to_play = np.array([(1 if a == 0 else 2) if p == 0 else players[p]
                             for p, a in zip(parent_slot.tolist(), action.tolist())], np.int64)
