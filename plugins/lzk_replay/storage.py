@@ -188,7 +188,13 @@ class SegmentStore:
         ids = np.empty(n, np.int64)
         if shared:
             ids[:shared] = old
-        ids[shared:] = self.pool.add(seg.frames[shared:])
+            ids[shared:] = self.pool.add(seg.frames[shared:])
+        elif self.S > 1 and np.array_equal(seg.frames[: self.S - 1], np.broadcast_to(seg.frames[self.S - 1], seg.frames[: self.S - 1].shape)):
+            # A stream's start: the cutter fills the S - 1 history frames with the first frame.
+            ids[self.S - 1:] = self.pool.add(seg.frames[self.S - 1:])
+            ids[: self.S - 1] = ids[self.S - 1]
+        else:
+            ids[:] = self.pool.add(seg.frames)
         self.pool.retain(ids)
         return ids
 
