@@ -9,6 +9,7 @@ from lzkernel.component import ROLES, Component
 from lzkernel.config.compat import BufferOptions, CheckContext, SegmentBufferOptions
 from lzkernel.config.schema import option
 from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError
+from lzkernel.frames import decode_frames, encode_frames
 from lzkernel.hookspecs import hookimpl, hookspec
 from lzkernel.sampling import masked_softmax_weights, sample_from_weights, uniform_legal
 from lzkernel.seeding import generator_state, set_generator_state
@@ -20,12 +21,17 @@ from lzkernel.roles import (
     Collector,
     CommBackend,
     EnvSpec,
+    EvalVariantEnvSpec,
     Evaluator,
+    FrameCallback,
+    FrameEnvSpec,
     LearningPolicy,
     ObservationValues,
     Opponent,
     ReanalysableBuffer,
+    RenderableEnvSpec,
     ReplayBuffer,
+    ReplayableEvaluator,
     RoleSpec,
     SearchCaches,
     SequenceValues,
@@ -58,13 +64,18 @@ __all__ = [
     "Component",
     "ConfigError",
     "EnvSpec",
+    "EvalVariantEnvSpec",
     "Evaluator",
+    "FrameCallback",
+    "FrameEnvSpec",
     "LearningPolicy",
     "LzkernelError",
     "ObservationValues",
     "Opponent",
     "PluginError",
     "ReanalysableBuffer",
+    "RenderableEnvSpec",
+    "ReplayableEvaluator",
     "ReplayBuffer",
     "RoleSpec",
     "SearchCaches",
@@ -84,6 +95,8 @@ __all__ = [
     "__version__",
     "all_reduce_mean_tensors",
     "broadcast_tensors",
+    "decode_frames",
+    "encode_frames",
     "generator_state",
     "masked_softmax_weights",
     "sample_from_weights",

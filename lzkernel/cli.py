@@ -1,4 +1,4 @@
-"""The ``lzkernel`` command line: ``run``, ``launch``, ``config``, ``plugins``, ``--version``.
+"""The ``lzkernel`` command line: ``run``, ``launch``, ``config``, ``eval``, ``plot``, ``plugins``, ``--version``.
 
 ``main(argv) -> int`` so tests can call it in-process. Configuration errors (bad YAML, unknown
 keys, unknown components, a missing or damaged resume checkpoint, a resume with an incompatible
@@ -6,7 +6,8 @@ config, a plugin that fails to import, a run directory in use or that cannot be 
 disk) print one message without a traceback and return 2; ``--traceback`` (or
 ``LZKERNEL_TRACEBACK=1``) adds the traceback. Any other error during a run prints its
 traceback, then ``lzkernel: error: rank R: Type: message``, and returns 1 (each rank of a
-multi-rank run has this error boundary). ``config`` and ``plugins`` never import torch.
+multi-rank run has this error boundary). ``config``, ``plot`` and ``plugins`` never import torch;
+``eval`` imports it once the checkpoint and config have been found.
 
 Overrides may come before or after the options: ``run CONFIG --resume auto a.b=1`` works.
 """
@@ -71,6 +72,31 @@ def _parser() -> argparse.ArgumentParser:
     cfg.add_argument("overrides", nargs="*")
     cfg.add_argument("--explain", action="store_true", help="list every key with its type, default and doc")
     plugin_opts(cfg)
+
+    ev = sub.add_parser("eval", help="play a trained policy from a checkpoint; returns, optional video",
+                        description="Load a run's checkpoint and its resolved config, play one evaluation with "
+                                    "the run's evaluator and print the return statistics. Without --seed it "
+                                    "replays the checkpoint's last evaluation (ckpt/best: the return recorded "
+                                    "when it was written, exactly).")
+    ev.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT", help="a run's out_dir or a checkpoint directory")
+    ev.add_argument("overrides", nargs="*", help="a.b=VALUE, +a.new=VALUE, ~a.b (on the checkpoint's config)")
+    ev.add_argument("--checkpoint", default="last", metavar="last|best|PATH",
+                    help="which checkpoint of RUN_DIR (default: last)")
+    ev.add_argument("--episodes", type=int, metavar="N", help="episodes (games per side for versus) to play")
+    ev.add_argument("--seed", type=int, metavar="S", help="play other episodes: run.seed=S (default: replay)")
+    ev.add_argument("--video", metavar="PATH.mp4|.gif", help="record env 0's first episodes (rgb_array rendering)")
+    ev.add_argument("--video-episodes", type=int, default=1, metavar="N", help="episodes in the video (default 1)")
+    ev.add_argument("--json", metavar="PATH", help="write the report (metrics, replayed index, video) as JSON")
+    plugin_opts(ev)
+
+    plot = sub.add_parser("plot", help="PNG of a metric against env steps and wall time (runs), or of time-to-solve JSON",
+                          description="Runs of one config with different seeds are drawn as the median with a "
+                                      "min-max band. JSON files of benchmarks/time_to_solve.py are plotted as "
+                                      "time to solve per seed.")
+    plot.add_argument("inputs", nargs="+", metavar="RUN_DIR|RESULT.json")
+    plot.add_argument("--metric", default="eval/return_mean", help="any logged metric (default eval/return_mean)")
+    plot.add_argument("-o", "--out", default="plot.png", metavar="PATH.png", help="output file (default plot.png)")
+    plot.add_argument("--traceback", action="store_true", help="print the traceback of errors too")
 
     plugins = sub.add_parser("plugins", help="list plugins, their components and load errors")
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
@@ -180,6 +206,41 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from lzkernel.evaluate import evaluate, summary
+
+    if args.episodes is not None and args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    kernel = _kernel(args)
+    kernel.raise_on_errors()
+    report = evaluate(kernel, args.target, checkpoint=args.checkpoint, overrides=args.overrides,
+                      episodes=args.episodes, seed=args.seed, video=args.video, video_episodes=args.video_episodes)
+    for line in summary(report):
+        print(line)
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=1, default=float)
+                f.write("\n")
+        except OSError as exc:
+            raise ConfigError(f"--json {args.json}: cannot write it ({exc.strerror})") from None
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lzkernel import plot
+
+    paths = [Path(p) for p in args.inputs]
+    jsons = [p for p in paths if p.suffix == ".json"]
+    if jsons and len(jsons) != len(paths):
+        raise ConfigError("lzkernel plot: give run directories or time-to-solve JSON files, not both")
+    fig = plot.plot_time_to_solve(jsons) if jsons else plot.plot_runs(paths, args.metric)
+    print(f"wrote {plot.save(fig, args.out)}")
+    return 0
+
+
 def cmd_plugins(args: argparse.Namespace) -> int:
     kernel = _kernel(args)
     entries = kernel.describe()
@@ -220,7 +281,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     others in the order written (argparse alone calls them unrecognized)."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        if getattr(args, "command", None) in ("run", "config") and not any(x.startswith("-") for x in extra):
+        if getattr(args, "command", None) in ("run", "config", "eval") and not any(x.startswith("-") for x in extra):
             args.overrides = [*args.overrides, *extra]
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -247,6 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_launch(args)
         if args.command == "config":
             return cmd_config(args)
+        if args.command == "eval":
+            return cmd_eval(args)
+        if args.command == "plot":
+            return cmd_plot(args)
         if args.command == "plugins":
             return cmd_plugins(args)
         parser.print_help()

@@ -24,7 +24,7 @@ class Trajectory:
     ``rewards[t]`` is the reward of transition t for the player who took it (``to_play[t]``).
     """
 
-    obs: np.ndarray  # [T+1, *O]
+    obs: np.ndarray  # [T+1, *O] float32, or uint8 frames for a FrameEnvSpec env (obs = frames / frame_scale)
     actions: np.ndarray  # [T] int64
     rewards: np.ndarray  # [T] float32
     visit_dist: np.ndarray  # [T, A] float32 policy targets (normalised root visits; zeros without search)

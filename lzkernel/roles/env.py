@@ -6,7 +6,7 @@ Shape letters: E envs, n states, A actions, O observation shape.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,3 +160,45 @@ class SymmetricEnvSpec(EnvSpec, Protocol):
 
     def symmetries(self) -> tuple[Symmetry, ...]:
         """The game's symmetries, the identity first."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Optional capabilities of env specs: image frames, evaluation variants, rendering
+# ---------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class FrameEnvSpec(EnvSpec, Protocol):
+    """An env spec whose observations are image frames [C, H, W] that quantise exactly to uint8:
+    every observation equals ``lzkernel.decode_frames(q, frame_scale)`` (``q / frame_scale`` in
+    float32) for a uint8 array q. Replay buffers and collectors then keep frames as uint8 (one
+    byte per pixel) and decode with the same formula, so the policy sees bit-identical inputs."""
+
+    #: 255.0: observations in [0, 1] (LightZero's scaled frames); 1.0: the raw 0..255 values.
+    frame_scale: float
+
+
+@runtime_checkable
+class EvalVariantEnvSpec(EnvSpec, Protocol):
+    """An env spec whose evaluation envs differ from its training envs (Atari: episodic life and
+    reward clipping only while collecting). Evaluators play on :meth:`eval_variant`."""
+
+    def eval_variant(self) -> EnvSpec:
+        """The spec of evaluation envs (same observation shape and actions)."""
+
+
+#: ``on_frame(frame [H, W, 3] uint8, episode_ended)``: called after every step of env 0 with the
+#: picture of the state the step reached (before any auto-reset).
+FrameCallback = Callable[["np.ndarray", bool], None]
+
+
+@runtime_checkable
+class RenderableEnvSpec(EnvSpec, Protocol):
+    """An env spec whose envs can draw themselves (``lzkernel eval --video``)."""
+
+    #: Frames per second of a real-time video of one env (agent steps per second).
+    render_fps: float
+
+    def make_rendering_vector(self, num_envs: int, seed: int, on_frame: FrameCallback) -> VectorEnv:
+        """As :meth:`EnvSpec.make_vector`, with env 0 drawing every state its steps reach into
+        ``on_frame``; a ConfigError naming the env and what to install when it cannot draw."""

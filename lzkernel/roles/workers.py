@@ -47,3 +47,14 @@ class Evaluator(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReplayableEvaluator(Evaluator, Protocol):
+    """An evaluator whose evaluations can be replayed: evaluation n seeds its envs (and bots)
+    from the evaluator's seed and n only, and policies act deterministically in eval mode, so
+    the same weights play the same episodes again (``lzkernel eval``)."""
+
+    #: Evaluations done (in the state; reported as ``eval/index`` of each). Setting it to n before
+    #: :meth:`evaluate` plays evaluation n again.
+    evaluations: int

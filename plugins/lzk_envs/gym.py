@@ -19,7 +19,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
-from lzkernel import ConfigError, LzkernelError, StepBatch
+from lzkernel import ConfigError, FrameCallback, LzkernelError, StepBatch
 from lzk_envs.vector import check_step_args
 
 
@@ -49,6 +49,7 @@ class GymEnvSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = None
     two_player: bool = False
+    render_fps: float = 30.0
 
     @classmethod
     def probe(
@@ -65,6 +66,7 @@ class GymEnvSpec:
         env = _make(env_id, kwargs, max_episode_steps)
         try:
             act_space, obs_space = env.action_space, env.observation_space
+            fps = float(env.metadata.get("render_fps") or 30.0)
         finally:
             env.close()
         if not isinstance(act_space, gymnasium.spaces.Discrete):
@@ -89,6 +91,7 @@ class GymEnvSpec:
             truncation_as_terminal=truncation_as_terminal,
             kwargs=kwargs,
             max_episode_steps=max_episode_steps,
+            render_fps=fps,
         )
 
     def make_vector(self, num_envs: int, seed: int) -> GymVectorEnv:
@@ -103,6 +106,17 @@ class GymEnvSpec:
             self.obs_shape,
             self.num_actions,
         )
+
+    def make_rendering_vector(self, num_envs: int, seed: int, on_frame: FrameCallback) -> GymVectorEnv:
+        """As :meth:`make_vector`, env 0 made with ``render_mode="rgb_array"`` drawing into ``on_frame``."""
+        made = iter(range(num_envs))
+
+        def make() -> gymnasium.Env:
+            first = next(made) == 0
+            return _make(self.id, {**self.kwargs, "render_mode": "rgb_array"} if first else self.kwargs,
+                         self.max_episode_steps)
+
+        return GymVectorEnv(self.id, make, num_envs, seed, self.obs_shape, self.num_actions, on_frame=on_frame)
 
 
 class GymVectorEnv:
@@ -120,8 +134,12 @@ class GymVectorEnv:
         seed: int,
         obs_shape: tuple[int, ...],
         num_actions: int,
+        on_frame: FrameCallback | None = None,
     ) -> None:
+        """``on_frame``: env 0 (made with ``render_mode="rgb_array"``) draws every state its steps
+        reach into it, before any auto-reset (:class:`lzkernel.RenderableEnvSpec`)."""
         self.env_id = env_id
+        self.on_frame = on_frame
         self.num_envs = num_envs
         self.seed = seed
         self.obs_shape = obs_shape
@@ -175,6 +193,19 @@ class GymVectorEnv:
             )
         return mask
 
+    def _render(self) -> np.ndarray:
+        """Env 0's picture [H, W, 3] uint8; a ConfigError saying what to install when it cannot draw."""
+        try:
+            frame = self._envs[0].render()
+        except gymnasium.error.DependencyNotInstalled as exc:
+            raise ConfigError(f"gymnasium env {self.env_id!r} cannot render rgb_array frames: {exc}") from None
+        arr = np.asarray(frame) if frame is not None else None
+        if arr is None or arr.ndim != 3 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
+            raise ConfigError(f"gymnasium env {self.env_id!r} cannot render rgb_array frames (render() returned "
+                              f"{type(frame).__name__}{'' if arr is None else f' {arr.dtype} {arr.shape}'}); "
+                              "it needs render_mode='rgb_array' support")
+        return arr
+
     def _reset_one(self, i: int) -> None:
         seed = self.seed + i if not self._seeded else None
         obs, info = self._envs[i].reset(seed=seed)
@@ -205,6 +236,8 @@ class GymVectorEnv:
         for i in range(self.num_envs):
             self._reset_one(i)
         self._seeded = self._started = True
+        if self.on_frame is not None:
+            self._render()  # fail now (nothing to install, no rgb_array) rather than after a step
         e = self.num_envs
         return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
                            self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
@@ -241,6 +274,8 @@ class GymVectorEnv:
             self._ret[i] += reward[i]
             self._len[i] += 1
             terminated[i], truncated[i] = bool(term), bool(trunc)
+            if i == 0 and self.on_frame is not None:
+                self.on_frame(self._render(), bool(term or trunc))
             if term or trunc:  # same-step auto-reset: the row moves on to the next episode
                 ep_ret[i], ep_len[i] = self._ret[i], self._len[i]
                 self._reset_one(i)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lzkernel import Component, SimulatorEnvSpec, hookimpl, option
+from lzkernel import (Component, EvalVariantEnvSpec, FrameEnvSpec, RenderableEnvSpec, SimulatorEnvSpec, hookimpl,
+                      option)
 
 
 @dataclass
@@ -37,6 +38,42 @@ def make_gym_env(cfg: GymEnvConfig, run: Any = None) -> Any:
         truncation_as_terminal=cfg.truncation_as_terminal,
         max_episode_steps=cfg.max_episode_steps,
     )
+
+
+@dataclass
+class AtariEnvConfig:
+    """Options of the ``atari`` env component (ale-py, LightZero's preprocessing; defaults are
+    LightZero's Atari env defaults, the MuZero config's 64×64 frames)."""
+
+    game: str = option(doc="ALE ROM name, e.g. pong, breakout, ms_pacman, seaquest (ale-py ships the ROMs).")
+    frame_size: int = option(64, doc="Frames are resized to frame_size x frame_size (LightZero: 64 for MuZero and "
+                             "UniZero, 96 for ReZero).", min=8)
+    gray_scale: bool = option(True, doc="Grayscale frames [1, H, W]; false: RGB [3, H, W] (LightZero's UniZero).")
+    frame_skip: int = option(4, doc="Raw frames per agent step (the action repeats; the observation is the "
+                             "max of the last two raw frames).", min=1)
+    noop_max: int = option(30, doc="No-op starts: 1..noop_max NOOP raw frames after a reset (0: none).", min=0)
+    sticky_action_prob: float = option(0.0, doc="ALE's repeat_action_probability (LightZero's NoFrameskip-v4 "
+                                       "envs: 0.0; ALE v5 envs: 0.25).", min=0.0, max=1.0)
+    full_action_space: bool = option(False, doc="All 18 ALE actions; false: the game's minimal set (LightZero).")
+    episode_life: bool = option(True, doc="Collection: a lost life ends the episode (evaluation never does).")
+    clip_rewards: bool = option(True, doc="Collection: rewards clipped to their sign (evaluation never clips).")
+    max_episode_steps: int = option(108_000, doc="Agent steps after which an episode is truncated (LightZero's "
+                                    "collect/eval_max_episode_steps).", min=1)
+    max_episode_frames: int = option(108_000, doc="ALE's own cap on raw frames per game (the cap that binds "
+                                     "with LightZero's settings).", min=1)
+    truncation_as_terminal: bool = option(True, doc="Treat a truncation as terminal (LightZero's convention).")
+
+
+def make_atari_env(cfg: AtariEnvConfig, run: Any = None) -> Any:
+    """Build a :class:`lzk_envs.atari.AtariEnvSpec` (loads the ROM once; ConfigError without ale-py or the ROM)."""
+    from lzk_envs.atari import AtariEnvSpec, AtariSettings
+
+    settings = AtariSettings(
+        game=cfg.game, frame_size=cfg.frame_size, gray_scale=cfg.gray_scale, frame_skip=cfg.frame_skip,
+        noop_max=cfg.noop_max, sticky_action_prob=cfg.sticky_action_prob, full_action_space=cfg.full_action_space,
+        episode_life=cfg.episode_life, clip_rewards=cfg.clip_rewards, max_episode_steps=cfg.max_episode_steps,
+        max_episode_frames=cfg.max_episode_frames)
+    return AtariEnvSpec.probe(settings, truncation_as_terminal=cfg.truncation_as_terminal)
 
 
 @dataclass
@@ -95,7 +132,16 @@ def lzkernel_register_envs() -> list[Component]:
             "gymnasium",
             factory=make_gym_env,
             config=GymEnvConfig,
+            provides=(RenderableEnvSpec,),
             doc="Any gymnasium env with a Discrete action space and Box observations (float32).",
+        ),
+        Component(
+            "atari",
+            factory=make_atari_env,
+            config=AtariEnvConfig,
+            provides=(FrameEnvSpec, EvalVariantEnvSpec, RenderableEnvSpec),
+            doc="Atari games through ale-py with LightZero's preprocessing (frame skip and max-pool, no-op "
+            "starts, grayscale, resize, episodic life and reward clipping while collecting); uint8 frames.",
         ),
         Component(
             "openspiel",

@@ -24,7 +24,7 @@ from lzk_replay.storage import SegmentStore
 from lzk_replay.targets import BootstrapFn, build_batch, observation_bootstrap
 from lzkernel import Batch, ObservationValues, Trajectory
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: frames pooled (frame_pool + frame_ids); 1 (frames per slot) still loads
 
 
 class GameBuffer:
@@ -42,7 +42,7 @@ class GameBuffer:
                  discount: float, frame_stack: int, obs_shape: Sequence[int], num_actions: int,
                  use_priority: bool = False, priority_alpha: float = 0.6, priority_beta: float = 0.4,
                  use_max_priority_for_new_data: bool = True, reanalyze_max_roots: int = 0,
-                 reanalyze_batch_size: int = 0, obs_dtype: Any = np.float32) -> None:
+                 reanalyze_batch_size: int = 0, frame_scale: float | None = None) -> None:
         if capacity < segment_length:
             raise ValueError(f"capacity ({capacity}) must hold one segment ({segment_length})")
         if segment_length < 1 or unroll_steps < 0 or td_steps < 1 or frame_stack < 1:
@@ -52,7 +52,7 @@ class GameBuffer:
         self.use_priority, self.alpha, self.beta = bool(use_priority), float(priority_alpha), float(priority_beta)
         self.use_max_priority_for_new_data = bool(use_max_priority_for_new_data)
         self.reanalyze_max_roots, self.reanalyze_batch_size = int(reanalyze_max_roots), int(reanalyze_batch_size)
-        self.store = SegmentStore(self.L, self.K + self.n, self.S, tuple(obs_shape), num_actions, obs_dtype,
+        self.store = SegmentStore(self.L, self.K + self.n, self.S, tuple(obs_shape), num_actions, frame_scale,
                                   extra=self._extra_arrays)
         self._cutters: dict[int, SegmentCutter] = {}
         self._env_tail: dict[int, int] = {}  # env_id -> id of its last stored non-final segment
@@ -126,7 +126,7 @@ class GameBuffer:
                 prio = np.abs(seg.pred_values[: seg.valid_len] - seg.root_values[: seg.valid_len]) + 1e-6
             else:
                 prio = np.full(seg.valid_len, new_prio)
-            slot = st.write(g, seg, prio)
+            slot = st.write(g, seg, prio, pred)
             self._refresh_weights(np.array([slot]))
             if pred >= st.base_id:
                 st.succ[st.slot_of(pred)] = g
@@ -218,7 +218,7 @@ class GameBuffer:
         st = self.store
         return {"segment_length": self.L, "unroll_steps": self.K, "td_steps": self.n,
                 "frame_stack": self.S, "obs_shape": list(st.obs_shape), "num_actions": st.A,
-                "obs_dtype": st.obs_dtype.str}
+                "obs_dtype": st.obs_dtype.str, "frame_scale": st.pool.scale}
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(meta, arrays)``: JSON-able meta and the live segments' arrays (priorities
@@ -232,10 +232,13 @@ class GameBuffer:
         """Restore a :meth:`state_dict` (same segment length, K, n, stack, obs shape, actions).
         Sampling weights are recomputed from the priorities with this buffer's α. If the
         restored data exceeds ``capacity``, the oldest segments are trimmed."""
-        if meta.get("version") != _STATE_VERSION:
+        if meta.get("version") not in (1, _STATE_VERSION):
             raise ValueError(f"unknown buffer state version {meta.get('version')!r}")
-        if meta["geometry"] != self._geometry():
-            raise ValueError(f"buffer state geometry {meta['geometry']} does not match {self._geometry()}")
+        mine = self._geometry()
+        if meta.get("version") == 1 and mine["frame_scale"] is None:  # written before frame_scale existed
+            del mine["frame_scale"]
+        if meta["geometry"] != mine:
+            raise ValueError(f"buffer state geometry {meta['geometry']} does not match {mine}")
         self.store.load(meta, arrays)
         self._cutters.clear()
         self._env_tail.clear()

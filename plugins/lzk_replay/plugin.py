@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lzkernel import (CheckContext, Component, EnvSpec, ObservationValues, ReanalysableBuffer, SequenceValues,
-                      TargetSpec, hookimpl, option)
+from lzkernel import (CheckContext, Component, EnvSpec, FrameEnvSpec, ObservationValues, ReanalysableBuffer,
+                      SequenceValues, TargetSpec, hookimpl, option)
 
 
 @dataclass
@@ -65,10 +65,12 @@ class OutcomeBufferConfig:
 
 
 def _geometry(env_spec: EnvSpec, target_spec: TargetSpec) -> dict[str, Any]:
-    """The constructor arguments that come from the policy's target spec and the env."""
+    """The constructor arguments that come from the policy's target spec and the env (image
+    frames of a :class:`lzkernel.FrameEnvSpec` env are stored as uint8)."""
     return dict(unroll_steps=target_spec.unroll_steps, td_steps=target_spec.td_steps, discount=target_spec.discount,
                 frame_stack=target_spec.frame_stack, obs_shape=tuple(env_spec.obs_shape),
-                num_actions=int(env_spec.num_actions))
+                num_actions=int(env_spec.num_actions),
+                frame_scale=float(env_spec.frame_scale) if isinstance(env_spec, FrameEnvSpec) else None)
 
 
 def make_game_buffer(cfg: GameBufferConfig, run: Any, *, env_spec: EnvSpec, target_spec: TargetSpec) -> Any:

@@ -97,7 +97,7 @@ class SequenceGameBuffer(GameBuffer):
                  use_priority: bool = False, priority_alpha: float = 0.6, priority_beta: float = 0.4,
                  use_max_priority_for_new_data: bool = True, reanalyze_partition: float = LIGHTZERO_MAX_PARTITION,
                  reanalyze_sequences: int = 160, reanalyze_batch_size: int = 256,
-                 obs_dtype: Any = np.float32) -> None:
+                 frame_scale: float | None = None) -> None:
         if not 0.0 < reanalyze_partition <= 1.0:
             raise ValueError(f"reanalyze_partition must be in (0, 1], got {reanalyze_partition}")
         if reanalyze_sequences < 1:
@@ -106,7 +106,7 @@ class SequenceGameBuffer(GameBuffer):
                          td_steps=td_steps, discount=discount, frame_stack=frame_stack, obs_shape=obs_shape,
                          num_actions=num_actions, use_priority=use_priority, priority_alpha=priority_alpha,
                          priority_beta=priority_beta, use_max_priority_for_new_data=use_max_priority_for_new_data,
-                         reanalyze_batch_size=reanalyze_batch_size, obs_dtype=obs_dtype)
+                         reanalyze_batch_size=reanalyze_batch_size, frame_scale=frame_scale)
         self.reanalyze_partition, self.reanalyze_sequences = float(reanalyze_partition), int(reanalyze_sequences)
 
     @property

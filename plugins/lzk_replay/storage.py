@@ -13,6 +13,12 @@ been trimmed is recognisable (``g < base_id``) and a priority update for it is d
 Width ``W = L + K + n`` per step; frames ``S + W`` per slot (frame ``f`` is step ``f - (S - 1)``).
 Entries past a segment's data are zero (legal: False).
 
+Frames are not slot arrays: ``frame_ids [N, S + W]`` point into a :class:`~lzk_replay.frame_pool.
+FramePool`, and a segment shares the ids of the frames it has in common with its predecessor
+(its first S + D_pred − L frames are the predecessor's frames from position L on), so every
+observation is stored once (uint8 for a :class:`lzkernel.FrameEnvSpec` env) and stacks are
+built at sampling time.
+
 An owner may add *extra* per-slot arrays (e.g. a reanalysis counter): they live with the segment
 like the built-in ones (zeroed when a segment is written, moved when the slots grow, saved), and a
 saved state that lacks one loads it as zeros (states written before the extra existed).
@@ -23,6 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from lzk_replay.frame_pool import FramePool
 from lzk_replay.segment import GameSegment, stacked_shape
 
 _META_FIELDS = {  # per-slot scalars
@@ -39,23 +46,25 @@ _META_FIELDS = {  # per-slot scalars
 class SegmentStore:
     """The slot arrays (shapes with N = ``num_slots``):
 
-    ``frames [N, S+W, *O]``, ``actions [N, W]``, ``rewards [N, W]``, ``visit_dist [N, W, A]``,
+    ``frame_ids [N, S+W]`` (into :attr:`pool`), ``actions [N, W]``, ``rewards [N, W]``, ``visit_dist [N, W, A]``,
     ``root_values [N, W]``, ``legal [N, W+1, A]``, ``to_play [N, W+1]``, ``timestep [N, W+1]``,
     ``prio [N, L]``, ``weights [N, L]`` (sampling weights, zero where nothing is stored), the
     per-slot fields of ``_META_FIELDS`` and the owner's ``extra`` arrays ``[N, *shape]``.
     """
 
     def __init__(self, segment_length: int, pad: int, frame_stack: int, obs_shape: tuple[int, ...],
-                 num_actions: int, obs_dtype: Any = np.float32, initial_slots: int = 16,
+                 num_actions: int, frame_scale: float | None = None, initial_slots: int = 16,
                  extra: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> None:
-        """``extra``: name -> (per-slot shape, dtype) of the owner's extra arrays (module docstring)."""
+        """``frame_scale``: observations are uint8 frames at this scale (:class:`lzkernel.FrameEnvSpec`);
+        ``extra``: name -> (per-slot shape, dtype) of the owner's extra arrays (module docstring)."""
         self.L, self.pad, self.S = segment_length, pad, frame_stack
         self.extra: dict[str, tuple[tuple[int, ...], Any]] = {}  # set below, once the built-ins are known
         self.W = segment_length + pad
         self.obs_shape = tuple(int(x) for x in obs_shape)
         self.stacked_shape = stacked_shape(self.obs_shape, frame_stack)
         self.A = int(num_actions)
-        self.obs_dtype = np.dtype(obs_dtype)
+        self.pool = FramePool(self.obs_shape, frame_scale)
+        self.obs_dtype = self.pool.dtype
         self.base_id = 0  # oldest live global id
         self.next_id = 0  # id the next stored segment gets
         self.num_transitions = 0  # sum of valid_len over live segments
@@ -70,7 +79,7 @@ class SegmentStore:
     def _shapes(self) -> dict[str, tuple[tuple[int, ...], Any]]:
         W, S, A = self.W, self.S, self.A
         shapes: dict[str, tuple[tuple[int, ...], Any]] = {
-            "frames": ((S + W, *self.obs_shape), self.obs_dtype),
+            "frame_ids": ((S + W,), np.int32),
             "actions": ((W,), np.int64),
             "rewards": ((W,), np.float32),
             "visit_dist": ((W, A), np.float32),
@@ -139,6 +148,7 @@ class SegmentStore:
         if count <= 0:
             return
         slots = self.slot_of(np.arange(self.base_id, self.base_id + count))
+        self.pool.release(self.frame_ids[slots][self._frame_mask(slots)])
         self.num_transitions -= int(self.valid_len[slots].sum())
         self.seg_id[slots] = -1
         self.prio[slots] = 0.0
@@ -158,15 +168,47 @@ class SegmentStore:
         self.next_id, self.base_id = first + count, base
         return first
 
-    def write(self, g: int, seg: GameSegment, prio: np.ndarray) -> int:
+    def _frame_mask(self, slots: np.ndarray) -> np.ndarray:
+        """[n, S+W] bool: the frame positions ``slots`` use (S + D frames each)."""
+        return np.arange(self.S + self.W)[None, :] < (self.S + self.n_data[slots])[:, None]
+
+    def _frame_ids(self, seg: GameSegment, pred: int) -> np.ndarray:
+        """Pool ids [S + D] of ``seg``'s frames: shared with live predecessor ``pred`` (-1: none)
+        where both hold the frame, new pool entries for the rest."""
+        n = seg.frames.shape[0]
+        shared = 0
+        if pred >= 0 and bool(self.is_live(pred)):
+            ps = int(pred % self.num_slots)
+            shared = max(0, min(n, self.S + int(self.n_data[ps]) - self.L))
+            old = self.frame_ids[ps, self.L: self.L + shared].astype(np.int64)
+            # The cutter emits consecutive segments of one stream, so these are the same frames;
+            # a mismatch would silently corrupt every stack built from them.
+            if not np.array_equal(self.pool.frames[old], self.pool.encode(seg.frames[:shared])):
+                raise AssertionError(f"segment {pred}'s frames from position {self.L} do not continue into its successor")
+        ids = np.empty(n, np.int64)
+        if shared:
+            ids[:shared] = old
+            ids[shared:] = self.pool.add(seg.frames[shared:])
+        elif self.S > 1 and np.array_equal(seg.frames[: self.S - 1], np.broadcast_to(seg.frames[self.S - 1], seg.frames[: self.S - 1].shape)):
+            # A stream's start: the cutter fills the S - 1 history frames with the first frame.
+            ids[self.S - 1:] = self.pool.add(seg.frames[self.S - 1:])
+            ids[: self.S - 1] = ids[self.S - 1]
+        else:
+            ids[:] = self.pool.add(seg.frames)
+        self.pool.retain(ids)
+        return ids
+
+    def write(self, g: int, seg: GameSegment, prio: np.ndarray, pred: int = -1) -> int:
         """Store ``seg`` as live id ``g`` (``base_id <= g < next_id``, slot already free or
-        stale) with priorities ``prio [valid_len]``; returns the slot."""
+        stale) with priorities ``prio [valid_len]``; returns the slot. ``pred``: the global id
+        of the segment it continues (the same episode's previous segment), -1 when none, whose
+        frames it shares."""
         slot = int(g % self.num_slots)
         D, V = len(seg), seg.valid_len
-        for name in ("frames", "actions", "rewards", "visit_dist", "root_values", "legal",
+        for name in ("frame_ids", "actions", "rewards", "visit_dist", "root_values", "legal",
                      "to_play", "timestep", "prio", "weights", *self.extra):
             getattr(self, name)[slot] = 0
-        self.frames[slot, : seg.frames.shape[0]] = seg.frames
+        self.frame_ids[slot, : seg.frames.shape[0]] = self._frame_ids(seg, pred)
         self.actions[slot, :D] = seg.actions
         self.rewards[slot, : seg.rewards.shape[0]] = seg.rewards
         self.visit_dist[slot, :D] = seg.visit_dist
@@ -209,15 +251,32 @@ class SegmentStore:
         so a step beyond the end stacks the final frame S times once it is S - 1 steps past."""
         f = steps[..., None] + np.arange(self.S)  # frames of step i: f = i .. i + S - 1
         f = np.minimum(f, (self.S - 1 + self.n_data[slots])[..., None])
-        x = self.frames[np.broadcast_to(slots[..., None], f.shape), f]  # [..., S, *O]
-        return x.reshape(*steps.shape, *self.stacked_shape).astype(np.float32, copy=False)
+        x = self.pool.decoded(self.frame_ids[np.broadcast_to(slots[..., None], f.shape), f])  # [..., S, *O]
+        return x.reshape(*steps.shape, *self.stacked_shape)
+
+    @property
+    def frames(self) -> np.ndarray:
+        """Every slot's frames decoded, ``[N, S+W, *O]`` float32, for inspection and tests: it
+        materialises the whole buffer (positions past a segment's data hold arbitrary frames)."""
+        return self.pool.decoded(self.frame_ids)
+
+    def slot_frames(self, slot: int) -> np.ndarray:
+        """The S + D frames [S + D, *O] float32 of the segment in ``slot`` (frame f is step f − (S − 1))."""
+        return self.pool.decoded(self.frame_ids[slot, : self.S + int(self.n_data[slot])])
 
     # ----------------------------------------------------------------------------------- state
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Live segments only, oldest first."""
+        """Live segments only, oldest first; ``frame_pool`` holds each frame they use once and
+        ``frame_ids`` index into it (so the state is proportional to the frames stored)."""
         slots = self.live_slots()
         meta = {"base_id": self.base_id, "next_id": self.next_id, "num_slots": self.num_slots}
-        return meta, {name: getattr(self, name)[slots].copy() for name in self.saved_names}
+        arrays = {name: getattr(self, name)[slots].copy() for name in self.saved_names}
+        used = self._frame_mask(slots)
+        uniq, inverse = np.unique(arrays["frame_ids"][used], return_inverse=True)
+        arrays["frame_ids"][:] = 0
+        arrays["frame_ids"][used] = inverse.reshape(-1)
+        arrays["frame_pool"] = self.pool.frames[uniq]
+        return meta, arrays
 
     def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` (the owner recomputes ``weights``); missing extras load as zeros."""
@@ -226,6 +285,10 @@ class SegmentStore:
         self._alloc(max(int(meta["num_slots"]), n_live, 1), keep=False)
         slots = self.live_slots()
         shapes = self._shapes()
+        if "frames" in arrays:  # a state written before frames were pooled: one copy per slot position
+            frames = np.asarray(arrays["frames"])
+            arrays = {**arrays, "frame_pool": frames.reshape(-1, *self.obs_shape),
+                      "frame_ids": np.arange(frames.shape[0] * frames.shape[1]).reshape(frames.shape[:2])}
         for name in self.saved_names:
             shape = shapes[name][0]
             if name in self.extra and name not in arrays:
@@ -234,4 +297,9 @@ class SegmentStore:
             if arr.shape != (n_live, *shape):
                 raise ValueError(f"buffer array {name!r} has shape {arr.shape}, expected {(n_live, *shape)}")
             getattr(self, name)[slots] = arr
+        used = self.frame_ids[slots][self._frame_mask(slots)]
+        pool = np.asarray(arrays["frame_pool"])
+        if used.size and (used.min() < 0 or used.max() >= pool.shape[0]):
+            raise ValueError(f"buffer array 'frame_ids' points outside 'frame_pool' ({pool.shape[0]} frames)")
+        self.pool.reset_to(pool, np.bincount(used, minlength=pool.shape[0]))
         self.num_transitions = int(self.valid_len[slots].sum())

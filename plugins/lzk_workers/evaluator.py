@@ -1,6 +1,12 @@
 """The episode evaluator: a fixed number of greedy episodes, return statistics, best/stop.
 
-Behaviour of LightZero's ``MuZeroEvaluator`` (SPEC §1.5).
+Behaviour of LightZero's ``MuZeroEvaluator`` (SPEC §1.5), with reproducible evaluations:
+evaluation n (counted in the evaluator's state, so a resumed run continues the count, and
+reported as ``eval/index``) plays on fresh envs seeded from (the evaluator's seed, n), env i with
+:func:`evaluation_seed` + i. Policies act deterministically in eval mode, so the same weights
+replay evaluation n exactly (``lzkernel eval RUN --checkpoint best``). Env specs that declare an
+evaluation variant (:class:`lzkernel.EvalVariantEnvSpec`, e.g. Atari without episodic life and
+reward clipping) are evaluated on it.
 """
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lzkernel import ActingPolicy, EnvSpec
+from lzkernel import ActingPolicy, EnvSpec, EvalVariantEnvSpec
 from lzk_workers.rollout import EpisodePlayer, balanced_quotas
 
 
@@ -27,21 +33,49 @@ def return_metrics(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]
     }
 
 
+def evaluation_seed(seed: int, index: int) -> int:
+    """The env seed of evaluation ``index`` of an evaluator seeded with ``seed`` (31 bits; env i
+    of the evaluation gets this + i)."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
 class EvaluatorBase:
     """What the evaluators share: a greedy (``mode="eval"``) :class:`EpisodePlayer` on ``envs``
-    envs, when to evaluate (:meth:`should_eval`), the best mean and the stop rule, and their state.
-    ``record``: keep the played trajectories (evaluators that score them)."""
+    envs, fresh and seeded per evaluation (module docstring), when to evaluate
+    (:meth:`should_eval`), the best mean and the stop rule, and their state. ``record``: keep the
+    played trajectories (evaluators that score them)."""
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, seed: int, every_train_iters: int,
                  stop_value: float | None, frame_stack: int, record: bool) -> None:
         self.every_train_iters = every_train_iters
         self.stop_value = stop_value
-        self.player = EpisodePlayer(env_spec.make_vector(envs, seed), env_spec, frame_stack,
-                                    mode="eval", record=record)
+        self.env_spec = env_spec.eval_variant() if isinstance(env_spec, EvalVariantEnvSpec) else env_spec
+        self.seed, self.envs, self.frame_stack, self.record = seed, envs, frame_stack, record
+        self.evaluations = 0  # evaluations done: the index of the next one
+        self.player = self._new_player(0)  # made now so that a bad env fails at start-up
+        self._player_index: int | None = 0  # the evaluation an unused player was made for
         self.best_return = -math.inf
         # -1 (LightZero starts from 0) so that should_eval(0) is true on a fresh evaluator: the
         # trainer needs no separate evaluation before its loop.
         self.last_eval_iter = -1
+
+    def _new_player(self, index: int) -> EpisodePlayer:
+        venv = self.env_spec.make_vector(self.envs, evaluation_seed(self.seed, index))
+        return EpisodePlayer(venv, self.env_spec, self.frame_stack, mode="eval", record=self.record)
+
+    def _begin(self) -> int:
+        """Fresh envs for the evaluation about to run, seeded by its index; returns the index."""
+        n = self.evaluations
+        if self._player_index != n:
+            self.player.close()
+            self.player = self._new_player(n)
+        self._player_index = None
+        return n
+
+    def _finish(self, metrics: dict[str, float], index: int) -> dict[str, float]:
+        """Count the evaluation ``index`` just played and report it as ``eval/index``."""
+        self.evaluations = index + 1
+        return {**metrics, "eval/index": float(index)}
 
     def _restart(self, policy: ActingPolicy) -> None:
         """Fresh games in every env (no half-played ones) and a reset of the policy's eval state."""
@@ -71,12 +105,13 @@ class EvaluatorBase:
 
     def state_dict(self) -> dict[str, Any]:
         best = None if math.isinf(self.best_return) else self.best_return  # checkpoint-friendly
-        return {"best_return": best, "last_eval_iter": self.last_eval_iter}
+        return {"best_return": best, "last_eval_iter": self.last_eval_iter, "evaluations": self.evaluations}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         best = state["best_return"]
         self.best_return = -math.inf if best is None else float(best)
         self.last_eval_iter = int(state["last_eval_iter"])
+        self.evaluations = int(state.get("evaluations", 0))  # states from before the count: 0
 
     def close(self) -> None:
         self.player.close()
@@ -96,8 +131,9 @@ class EpisodeEvaluator(EvaluatorBase):
     def evaluate(self, policy: ActingPolicy) -> dict[str, float]:
         """Reset the envs and the policy's eval state, play the episodes, return ``eval/...``."""
         start = time.perf_counter()
+        index = self._begin()
         self._restart(policy)
         result = self.player.play(policy, self.quota)
         returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
         lengths = np.array([ep.length for ep in result.episodes], np.float64)
-        return {**return_metrics(returns, lengths), "eval/seconds": time.perf_counter() - start}
+        return self._finish({**return_metrics(returns, lengths), "eval/seconds": time.perf_counter() - start}, index)

@@ -26,7 +26,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from lzkernel import ActingPolicy, ActResult, EnvSpec, StepBatch, Trajectory, VectorEnv, sample_from_weights
+from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, StepBatch, Trajectory, VectorEnv, encode_frames,
+                      sample_from_weights)
 
 
 def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
@@ -94,7 +95,8 @@ class _PieceRecord:
     """One env's running piece of an episode, grown step by step, turned into a :class:`Trajectory`.
 
     It starts at an observation with episode timestep ``t0``; obs/legal/to_play hold T+1 entries
-    after T transitions.
+    after T transitions. Observations are kept as given: the player hands in uint8 frames for a
+    :class:`~lzkernel.FrameEnvSpec` env (a quarter of float32's memory for a long episode).
     """
 
     def __init__(self, obs: np.ndarray, legal: np.ndarray, to_play: int, t0: int) -> None:
@@ -124,7 +126,7 @@ class _PieceRecord:
     def to_trajectory(self, env_id: int, ended: bool, terminal: bool, episode_return: float) -> Trajectory:
         t = len(self.actions)
         return Trajectory(
-            obs=np.stack(self.obs).astype(np.float32, copy=False),
+            obs=np.stack(self.obs),
             actions=np.asarray(self.actions, np.int64),
             rewards=np.asarray(self.rewards, np.float32),
             visit_dist=np.stack(self.visits).astype(np.float32, copy=False),
@@ -192,7 +194,8 @@ def check_act(res: ActResult, b: int, a: int) -> ActResult:
 class EpisodePlayer:
     """Plays on one vector env; keeps the envs' state and the running pieces between calls.
 
-    ``record=False`` keeps only returns and lengths (evaluation), not trajectories.
+    ``record=False`` keeps only returns and lengths (evaluation), not trajectories. Recorded
+    trajectories of a :class:`~lzkernel.FrameEnvSpec` env hold uint8 frames (``Trajectory.obs``).
     """
 
     def __init__(self, venv: VectorEnv, env_spec: EnvSpec, frame_stack: int, *, mode: str,
@@ -203,6 +206,7 @@ class EpisodePlayer:
         self.truncation_as_terminal = env_spec.truncation_as_terminal
         self.mode = mode
         self.record = record
+        self.frame_scale = float(env_spec.frame_scale) if isinstance(env_spec, FrameEnvSpec) else None
         self.window = FrameWindow(venv.num_envs, tuple(env_spec.obs_shape), frame_stack)
         self._state: StepBatch | None = None  # the envs' current states (rows of the last batch)
         self.timestep = np.zeros(venv.num_envs, np.int64)  # [E] step index within the episode
@@ -223,10 +227,16 @@ class EpisodePlayer:
         for i in ids:
             self._start(i, batch, 0)
 
+    def _kept(self, obs: np.ndarray) -> np.ndarray:
+        """A copy of one observation as a record keeps it (uint8 frames for a frame env)."""
+        if self.frame_scale is None:
+            return obs.copy()
+        return encode_frames(obs, self.frame_scale, who="frame env observations")
+
     def _start(self, i: int, batch: StepBatch, t0: int) -> None:
         """Env i's next piece starts at its row of ``batch``, episode timestep ``t0``."""
         if self.record:
-            self._records[i] = _PieceRecord(batch.obs[i].copy(), batch.legal[i].copy(), int(batch.to_play[i]), t0)
+            self._records[i] = _PieceRecord(self._kept(batch.obs[i]), batch.legal[i].copy(), int(batch.to_play[i]), t0)
 
     def play(self, policy: ActingPolicy, quota: np.ndarray, *, temperature: float = 1.0,
              epsilon: float = 0.0) -> PlayResult:
@@ -315,7 +325,7 @@ class EpisodePlayer:
             legal = np.ones(self.num_actions, bool) if ended else batch.legal[i].copy()
             rec.add(int(res.action[row]), float(batch.reward[i]), res.visit_dist[row].copy(),
                     float(res.root_value[row]), float(res.pred_value[row]),
-                    batch.final_obs[i].copy(), legal, to_play)
+                    self._kept(batch.final_obs[i]), legal, to_play)
         # Cutting where the timestep is a multiple of L (not where the piece holds L transitions)
         # keeps pieces aligned with the episode start even if one started elsewhere.
         if not (ended or (segment_length is not None and t % segment_length == 0)):

@@ -47,12 +47,10 @@ class VersusEvaluator(EvaluatorBase):
         # record=True: a game's result is read from its moves' rewards (each for its mover)
         super().__init__(env_spec, envs=envs, seed=seed, every_train_iters=every_train_iters,
                          stop_value=stop_value, frame_stack=frame_stack, record=True)
-        self.env_spec = env_spec
         self.opponents = list(opponents)
         self.games = games
         self.opponent_seed = opponent_seed
         self.quota = balanced_quotas(games, envs)  # [E]
-        self.evaluations = 0  # evaluations done: the index that seeds the next one's opponents
         for k, spec in enumerate(self.opponents):  # a bad name or param fails now, not at the first evaluation
             self._opponent(k, 1)
 
@@ -73,6 +71,7 @@ class VersusEvaluator(EvaluatorBase):
     def evaluate(self, policy: ActingPolicy) -> dict[str, float]:
         """Play every opponent from both sides; the ``eval/...`` metrics (module docstring)."""
         start = time.perf_counter()
+        index = self._begin()
         metrics: dict[str, float] = {}
         results: list[float] = []
         lengths: list[int] = []
@@ -85,15 +84,7 @@ class VersusEvaluator(EvaluatorBase):
                 lengths += game_lengths
             metrics.update(outcome_rates(f"eval/vs_{spec.label}", both))
             results += both
-        self.evaluations += 1
         scores = np.sign(np.asarray(results, np.float64))  # win 1, draw 0, loss -1
         metrics.update(return_metrics(scores, np.asarray(lengths, np.float64)))
         metrics["eval/seconds"] = time.perf_counter() - start
-        return metrics
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "evaluations": self.evaluations}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.evaluations = int(state.get("evaluations", 0))
+        return self._finish(metrics, index)

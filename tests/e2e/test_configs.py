@@ -37,6 +37,9 @@ TRAINER = {"rezero": ["trainer.reanalyze_min_transitions=100"], "muzero": ["trai
            "unizero_segment": ["trainer.buffer_reanalyze_freq=1", "trainer.reanalyze_min_transitions=100",
                                "buffer.reanalyze_sequences=8", "update_schedule.ratio=0.05"]}
 
+#: Atari: 60-step episodes of 32×32 frames (a Pong game is ~900 steps; 64×64 learner steps cost 0.4 s).
+ENV = {"atari": ["env.max_episode_steps=60", "env.frame_size=32", "update_schedule.ratio=0.05"]}
+
 
 def _overrides(config: Path, out_dir: Path) -> list[str]:
     import yaml
@@ -44,7 +47,7 @@ def _overrides(config: Path, out_dir: Path) -> list[str]:
     data = yaml.safe_load(config.read_text())
     extra = (POLICY.get(data["policy"]["name"], []) + COLLECTOR.get(data["collector"]["name"], [])
              + SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], [])
-             + EVALUATOR.get(data["evaluator"]["name"], []))
+             + EVALUATOR.get(data["evaluator"]["name"], []) + ENV.get(data["env"]["name"], []))
     return [f"run.out_dir={out_dir}", *TINY, *extra]
 
 

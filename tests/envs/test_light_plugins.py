@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lzk_envs.plugin import GymEnvConfig, OpenSpielEnvConfig, lzkernel_register_envs
+from lzk_envs.plugin import AtariEnvConfig, GymEnvConfig, OpenSpielEnvConfig, lzkernel_register_envs
 from lzk_workers.plugin import (
     EpisodeCollectorConfig,
     EpisodeEvaluatorConfig,
@@ -31,7 +31,7 @@ def test_registrations() -> None:
     envs = {c.name: c.config for c in lzkernel_register_envs()}
     cols = {c.name: c.config for c in lzkernel_register_collectors()}
     evs = {c.name: c.config for c in lzkernel_register_evaluators()}
-    assert envs == {"gymnasium": GymEnvConfig, "openspiel": OpenSpielEnvConfig}
+    assert envs == {"gymnasium": GymEnvConfig, "openspiel": OpenSpielEnvConfig, "atari": AtariEnvConfig}
     assert cols == {"episode": EpisodeCollectorConfig, "segment": SegmentCollectorConfig,
                     "versus": VersusCollectorConfig}
     assert evs == {"episodes": EpisodeEvaluatorConfig, "versus": VersusEvaluatorConfig}

@@ -35,7 +35,7 @@ class FakeSearch:
 
 def stored_transitions(buf: GameBuffer) -> list[tuple[int, int]]:
     st = buf.store
-    return sorted((int(st.frames[s, 0, 0]), int(st.timestep[s, 0]) + i)
+    return sorted((int(st.slot_frames(s)[0, 0]), int(st.timestep[s, 0]) + i)
                   for s in st.live_slots() for i in range(int(st.valid_len[s])))
 
 

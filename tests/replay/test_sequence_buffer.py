@@ -206,7 +206,7 @@ class FakeSearch:
 
 def own_positions(buf: GameBuffer, ids: np.ndarray) -> list[tuple[int, int]]:
     st = buf.store
-    return sorted((int(st.frames[s, 0, 0]), int(st.timestep[s, 0]) + i)
+    return sorted((int(st.slot_frames(s)[0, 0]), int(st.timestep[s, 0]) + i)
                   for s in st.slot_of(ids) for i in range(int(st.valid_len[s])))
 
 
@@ -257,10 +257,10 @@ def test_write_back_covers_exactly_the_drawn_segments_and_refreshes_padding() ->
     fresh_steps: dict[int, set[int]] = {0: set(), 1: set()}  # (episode) -> steps reanalysed
     for g in drawn:
         s = int(st.slot_of(g))
-        fresh_steps[int(st.frames[s, 0, 0])] |= set(int(st.timestep[s, 0]) + np.arange(int(st.valid_len[s])))
+        fresh_steps[int(st.slot_frames(s)[0, 0])] |= set(int(st.timestep[s, 0]) + np.arange(int(st.valid_len[s])))
     for g in st.live_ids():
         s = int(st.slot_of(g))
-        ep, first, D = int(st.frames[s, 0, 0]), int(st.timestep[s, 0]), int(st.n_data[s])
+        ep, first, D = int(st.slot_frames(s)[0, 0]), int(st.timestep[s, 0]), int(st.n_data[s])
         for pos in range(D):  # own positions and padding alike: fresh iff its step was reanalysed
             if first + pos in fresh_steps[ep]:
                 visits, values = FakeSearch.result(np.array([ep]), np.array([first + pos]))
@@ -354,7 +354,11 @@ def test_state_round_trip_keeps_counts_and_old_states_load_zeros() -> None:
     np.testing.assert_array_equal(other.reanalyze_counts, buf.reanalyze_counts)
     live = buf.store.live_slots()
     for name in buf.store.array_names:
+        if name == "frame_ids":  # pool ids are renumbered by a state; the frames they name are compared
+            continue
         np.testing.assert_array_equal(getattr(other.store, name)[live], getattr(buf.store, name)[live], err_msg=name)
+    for slot in live:
+        np.testing.assert_array_equal(other.store.slot_frames(slot), buf.store.slot_frames(slot))
     s1 = buf.reanalyze(source(FakeSearch(), history_pairs=2), np.random.default_rng(5))  # same selection after the round trip
     s2 = other.reanalyze(source(FakeSearch(), history_pairs=2), np.random.default_rng(5))
     np.testing.assert_array_equal(other.reanalyze_counts, buf.reanalyze_counts)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from worker_fakes import FakeEnvSpec, RecordingPolicy, StubRun, default_length
 
-from lzk_workers.evaluator import EpisodeEvaluator
+from lzk_workers.evaluator import EpisodeEvaluator, evaluation_seed
 from lzk_workers.plugin import EpisodeEvaluatorConfig, make_episode_evaluator
 
 KEYS = {"eval/return_mean", "eval/return_std", "eval/return_min", "eval/return_max", "eval/episodes",
-        "eval/episode_length_mean", "eval/seconds"}
+        "eval/episode_length_mean", "eval/seconds", "eval/index"}
 
 
 def make(spec: FakeEnvSpec, envs: int = 3, episodes: int = 10, stop_value: float | None = None) -> EpisodeEvaluator:
@@ -56,20 +56,22 @@ def test_exact_episodes_greedy_mode_and_stats(spec: FakeEnvSpec) -> None:
     assert policy.resets[0] == ([0, 1, 2], "eval")  # the policy's eval state is reset first
     assert sum(len(ids) for ids, _ in policy.resets[1:]) == 10  # then once per finished episode
     venv = spec.made[0]
-    assert venv.seed == 1 and venv.steps_per_env.sum() == sum(
+    assert venv.seed == evaluation_seed(1, 0) and m["eval/index"] == 0 and venv.steps_per_env.sum() == sum(
         default_length(i, k) for i, q in enumerate([4, 3, 3]) for k in range(q))
 
 
-def test_every_evaluation_starts_fresh_episodes(spec: FakeEnvSpec) -> None:
+def test_every_evaluation_plays_fresh_envs_seeded_by_its_index(spec: FakeEnvSpec) -> None:
     ev = make(spec, envs=2, episodes=3)
-    ev.evaluate(RecordingPolicy())
+    first = ev.evaluate(RecordingPolicy())
     m = ev.evaluate(RecordingPolicy())
-    venv = spec.made[0]
-    assert venv.resets == 2 and m["eval/episodes"] == 3
-    # the second reset starts episode k = quota + 1 (k = quota, begun by auto-reset, is dropped)
-    assert m["eval/return_mean"] == pytest.approx(
-        np.mean([default_length(0, k) * (default_length(0, k) + 1) / 2 for k in (3, 4)]
-                + [default_length(1, 2) * (default_length(1, 2) + 1) / 2]))
+    assert [v.seed for v in spec.made] == [evaluation_seed(1, 0), evaluation_seed(1, 1)]
+    assert [v.resets for v in spec.made] == [1, 1] and spec.made[0].closed
+    assert (first["eval/index"], m["eval/index"], ev.evaluations) == (0, 1, 2)
+    # fresh envs: the scripted episodes start again at k = 0
+    assert m["eval/episodes"] == 3 and m["eval/return_mean"] == first["eval/return_mean"]
+    ev.evaluations = 0  # replaying evaluation 0 (what lzkernel eval does) plays its envs again
+    assert ev.evaluate(RecordingPolicy())["eval/return_mean"] == first["eval/return_mean"]
+    assert spec.made[-1].seed == evaluation_seed(1, 0)
 
 
 def test_fewer_episodes_than_envs(spec: FakeEnvSpec) -> None:
@@ -84,7 +86,7 @@ def test_best_stop_and_state(spec: FakeEnvSpec) -> None:
     assert not make(FakeEnvSpec()).reached(1e9)  # no stop_value: never
     ev.should_eval(400)
     state = ev.state_dict()
-    assert state == {"best_return": 11.0, "last_eval_iter": 400}
+    assert state == {"best_return": 11.0, "last_eval_iter": 400, "evaluations": 0}
     other = make(FakeEnvSpec())
     assert other.state_dict()["best_return"] is None
     other.load_state_dict(state)
@@ -96,7 +98,7 @@ def test_best_stop_and_state(spec: FakeEnvSpec) -> None:
 def test_factory(spec: FakeEnvSpec) -> None:
     run = StubRun()
     ev = make_episode_evaluator(EpisodeEvaluatorConfig(stop_value=200.0), run, env_spec=spec, frame_stack=2)
-    assert spec.made[0].seed == run.seed("evaluator") and spec.made[0].num_envs == 3
+    assert spec.made[0].seed == evaluation_seed(run.seed("evaluator"), 0) and spec.made[0].num_envs == 3
     assert ev.episodes == 10 and ev.every_train_iters == 200 and ev.reached(200.0)
     policy = RecordingPolicy()
     ev.evaluate(policy)

@@ -62,7 +62,7 @@ def test_metric_names_labels_and_counts(ttt: OpenSpielEnvSpec) -> None:
                    games=3, envs=2)
     m = ev.evaluate(FirstLegalAgent())
     expected = {"eval/return_mean", "eval/return_std", "eval/return_min", "eval/return_max", "eval/episodes",
-                "eval/episode_length_mean", "eval/seconds"}
+                "eval/episode_length_mean", "eval/seconds", "eval/index"}
     for label in ("rnd", "mcts20", "random"):
         expected |= {f"eval/vs_{label}/{side}{r}" for side in ("first/", "second/", "") for r in RATES}
     assert set(m) == expected and m["eval/episodes"] == 18

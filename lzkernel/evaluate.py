@@ -1,0 +1,201 @@
+"""``lzkernel eval RUN_DIR_OR_CHECKPOINT``: play a trained policy, report returns, record a video.
+
+Loads the resolved config a checkpoint was written with (plus command-line overrides), builds the
+env, the policy and the run's evaluator through the registry exactly as the trainer does
+(:class:`lzkernel.run.RunContext`'s ``build``, without starting a run: nothing is written into the
+run directory and no lock is taken, so a running training can be evaluated), loads the policy's
+state from ``state["trainer"]["policy"]`` (``torch.load(weights_only=True)``), and plays one
+evaluation.
+
+**Replay.** Evaluations are reproducible (:class:`lzkernel.ReplayableEvaluator`): evaluation n
+plays envs seeded from the run seed and n. By default the evaluation replayed is the last one
+the checkpoint's evaluator state counts; ``ckpt/best`` is written right after the evaluation it
+is best for, so ``lzkernel eval RUN --checkpoint best`` plays that evaluation's episodes with
+its weights and gives the return recorded in ``metrics.jsonl`` (``eval/index``), exactly.
+``--seed S`` (the same as the override ``run.seed=S``) plays other episodes.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from lzkernel.errors import CheckpointError, ConfigError
+from lzkernel.roles.env import EvalVariantEnvSpec, FrameCallback, RenderableEnvSpec
+from lzkernel.roles.workers import ReplayableEvaluator
+
+
+def find_checkpoint(target: str, which: str) -> tuple[Path, Path | None]:
+    """(checkpoint directory, run directory or None) for ``target`` (a run directory or a
+    checkpoint) and ``which`` (``last``, ``best`` or a path)."""
+    from lzkernel.checkpoint import CheckpointStore
+
+    path = Path(target)
+    if not path.exists():
+        raise ConfigError(f"{target}: no such run directory or checkpoint")
+    if (path / "state.pt").is_file() or (path / "DONE").is_file():  # a checkpoint itself
+        run_dir = path.parent.parent if path.parent.name == "ckpt" else None
+        return path, run_dir
+    if not (path / "ckpt").is_dir():
+        raise ConfigError(f"{target}: not a run directory (no ckpt/) nor a checkpoint (no state.pt); "
+                          "pass the run.out_dir of a training run or one of its ckpt/* directories")
+    if which == "last":
+        ckpt = CheckpointStore(path / "ckpt").latest()
+        if ckpt is None:
+            raise ConfigError(f"{target}: no complete checkpoint in {path / 'ckpt'} (the run wrote none yet: "
+                              "run.checkpoint_every sets how often); try --checkpoint best")
+        return ckpt, path
+    ckpt = path / "ckpt" / "best" if which == "best" else Path(which)
+    if not ckpt.is_dir():
+        hint = "the run has not evaluated yet" if which == "best" else "pass last, best or a checkpoint directory"
+        raise ConfigError(f"--checkpoint {which}: no checkpoint at {ckpt} ({hint})")
+    return ckpt, path
+
+
+class _RenderingSpec:
+    """The evaluation env spec with env 0 drawing into ``on_frame``: what the evaluator makes its
+    envs from during ``--video``. Other attributes are the wrapped (evaluation) spec's."""
+
+    def __init__(self, spec: Any, on_frame: FrameCallback) -> None:
+        self._spec, self._on_frame = spec, on_frame
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "eval_variant":  # already applied: the evaluator must not apply it again
+            raise AttributeError(name)
+        return getattr(self._spec, name)
+
+    def make_vector(self, num_envs: int, seed: int) -> Any:
+        return self._spec.make_rendering_vector(num_envs, seed, self._on_frame)
+
+
+def recorded_evaluation(run_dir: Path | None, index: int) -> dict[str, Any] | None:
+    """The ``metrics.jsonl`` record of evaluation ``index`` (the last one with that index), or None."""
+    if run_dir is None or not (run_dir / "metrics.jsonl").is_file():
+        return None
+    found = None
+    with open(run_dir / "metrics.jsonl", encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a crash
+            if rec.get("event") == "eval" and rec.get("eval/index") == index:
+                found = rec
+    return found
+
+
+def _episode_override(options: Any, episodes: int) -> str:
+    for key in ("episodes", "games"):
+        if hasattr(options, key):
+            return f"evaluator.{key}={episodes}"
+    raise ConfigError(f"--episodes: evaluator '{type(options).__name__}' has no episodes or games option; "
+                      "set its options with overrides instead")
+
+
+def evaluate(kernel: Any, target: str, *, checkpoint: str = "last", overrides: Sequence[str] = (),
+             episodes: int | None = None, seed: int | None = None, video: str | None = None,
+             video_episodes: int = 1) -> dict[str, Any]:
+    """Play one evaluation of the policy in a checkpoint; the report (see the module docstring)."""
+    from lzkernel.checkpoint import load, stored_config
+    from lzkernel.config.loader import load_config
+
+    ckpt, run_dir = find_checkpoint(target, checkpoint)
+    try:
+        if stored_config(ckpt) is None:
+            raise ConfigError(f"checkpoint {ckpt} stores no config: it cannot be evaluated")
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    extra = [*overrides, *([f"run.seed={seed}"] if seed is not None else [])]
+    try:
+        config = load_config(ckpt / "config.yaml", extra, kernel.registry)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (the run's config needs the plugins it was trained with: see `lzkernel plugins`)",
+                          getattr(exc, "problems", None)) from None
+    if episodes is not None:
+        config = load_config(ckpt / "config.yaml", [*extra, _episode_override(config.section("evaluator"), episodes)],
+                             kernel.registry)
+    if config.name("evaluator") is None:
+        raise ConfigError(f"{ckpt}/config.yaml has no evaluator section; add one with +evaluator.name=episodes")
+
+    from lzkernel.run import RunContext  # numpy only; torch below
+    from lzkernel.seeding import seed_globals
+
+    import torch
+
+    run = RunContext(kernel, config, argv=[])
+    run.device = "cpu" if config.run.device == "auto" else config.run.device
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)
+    seed_globals(config.run.seed)
+    try:
+        state, _, meta = load(ckpt)
+        trainer_state = state["trainer"]
+        policy_state = trainer_state["policy"]
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    except (KeyError, TypeError):
+        raise ConfigError(f"checkpoint {ckpt} holds no policy state (state['trainer']['policy']): "
+                          "it was not written by a loop trainer") from None
+
+    env_spec = run.build("env")
+    policy = run.build("policy", env_spec=env_spec)
+    policy.load_state_dict(policy_state)
+    recorder = None
+    eval_spec = env_spec
+    if video is not None:
+        from lzkernel.video import VideoRecorder
+
+        if not isinstance(env_spec, RenderableEnvSpec):
+            raise ConfigError(f"--video: env '{config.name('env')}' cannot render (its env spec does not provide "
+                              "RenderableEnvSpec); drop --video")
+        recorder = VideoRecorder(video, video_episodes, env_spec.render_fps)
+        base = env_spec.eval_variant() if isinstance(env_spec, EvalVariantEnvSpec) else env_spec
+        eval_spec = _RenderingSpec(base, recorder)
+    evaluator = run.build("evaluator", env_spec=eval_spec, frame_stack=int(policy.target_spec.frame_stack))
+    try:
+        if isinstance(trainer_state, dict) and "evaluator" in trainer_state:
+            evaluator.load_state_dict(trainer_state["evaluator"])
+        index = None
+        if isinstance(evaluator, ReplayableEvaluator):
+            index = max(int(evaluator.evaluations) - 1, 0)
+            evaluator.evaluations = index
+        metrics = evaluator.evaluate(policy)
+    finally:
+        evaluator.close()
+    recorded = recorded_evaluation(run_dir, index) if index is not None and seed is None else None
+    report: dict[str, Any] = {
+        "checkpoint": str(ckpt), "train_iter": meta.get("train_iter"), "env_steps": meta.get("env_steps"),
+        "evaluation_index": index, "seed": config.run.seed, "metrics": metrics,
+        "recorded": None if recorded is None else {
+            "train_iter": recorded["train_iter"], "return_mean": recorded.get("eval/return_mean"),
+            "same_weights": recorded["train_iter"] == meta.get("train_iter")},
+    }
+    if recorder is not None:
+        report["video"] = {"path": str(recorder.path), "frames": recorder.write(),
+                           "episode_lengths": recorder.episode_lengths, "fps": recorder.fps}
+    return report
+
+
+def summary(report: dict[str, Any]) -> list[str]:
+    """The lines ``lzkernel eval`` prints."""
+    m = report["metrics"]
+    lines = [f"checkpoint {report['checkpoint']} (train_iter {report['train_iter']}, env_steps {report['env_steps']})",
+             f"evaluation {report['evaluation_index']} (run seed {report['seed']}): {int(m.get('eval/episodes', 0))} "
+             f"episodes, mean length {m.get('eval/episode_length_mean', math.nan):.1f}",
+             "return mean {:.3f}  std {:.3f}  min {:.3f}  max {:.3f}".format(
+                 *(m.get(f"eval/return_{k}", math.nan) for k in ("mean", "std", "min", "max")))]
+    rates = sorted(k for k in m if k.startswith("eval/vs_") and k.count("/") == 2 and k.endswith("win_rate"))
+    for key in rates:
+        who = key[len("eval/vs_"):-len("/win_rate")]
+        lines.append(f"vs {who}: win {m[key]:.3f}  draw {m[f'eval/vs_{who}/draw_rate']:.3f}  "
+                     f"loss {m[f'eval/vs_{who}/loss_rate']:.3f}")
+    rec = report.get("recorded")
+    if rec is not None:
+        same = "identical" if rec["return_mean"] == m.get("eval/return_mean") else "DIFFERENT"
+        note = "" if rec["same_weights"] else " (the checkpoint's weights are newer than that evaluation's)"
+        lines.append(f"recorded at train_iter {rec['train_iter']}: return mean {rec['return_mean']:.3f} ({same}){note}")
+    if "video" in report:
+        v = report["video"]
+        lines.append(f"video {v['path']}: {v['frames']} frames at {v['fps']:g} fps (episodes of {v['episode_lengths']} steps)")
+    return lines

@@ -1,0 +1,194 @@
+"""End to end: `lzkernel eval` (exact replay of ckpt/best, videos read back and counted, bad input)
+and `lzkernel plot` (figure objects and PNG sizes) on tiny real runs."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CARTPOLE = [
+    "run.max_env_steps=300", "run.progress=false", "run.threads=1", "run.checkpoint_every=20",
+    "policy.num_simulations=4", "policy.batch_size=32", "policy.model.latent_dim=16", "policy.model.proj_hidden=16",
+    "policy.model.proj_out=16", "policy.model.pred_hidden=16", "policy.model.pred_out=16",
+    "collector.envs=2", "collector.n_episode=2", "update_schedule.updates_per_collect=10",
+    "evaluator.envs=2", "evaluator.episodes=3", "evaluator.every_train_iters=10",
+]
+PONG = [
+    "run.max_env_steps=120", "run.progress=false", "run.threads=1", "run.checkpoint_every=10",
+    "env.max_episode_steps=40", "env.frame_size=32", "update_schedule.ratio=0.05",
+    "policy.num_simulations=2", "policy.batch_size=16", "policy.model.latent_dim=8", "policy.model.proj_hidden=16",
+    "policy.model.proj_out=16", "policy.model.pred_hidden=16", "policy.model.pred_out=16",
+    "collector.envs=2", "collector.n_episode=2", "evaluator.envs=1", "evaluator.episodes=1",
+    "evaluator.every_train_iters=10",
+]
+
+
+def lzk(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lzkernel", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201 - a callable
+    """``lzkernel`` in this process (no interpreter start): (exit code, stdout, stderr). torch's
+    thread count, which a run's ``run.threads`` sets, is restored afterwards."""
+    import torch
+
+    from lzkernel.cli import main
+
+    threads = torch.get_num_threads()
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    yield call
+    torch.set_num_threads(threads)
+
+
+def train(config: str, out: Path, overrides: list[str]) -> Path:
+    proc = lzk("run", f"configs/{config}.yaml", f"run.out_dir={out}", *overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two seeds of one tiny CartPole MuZero run."""
+    root = tmp_path_factory.mktemp("cartpole")
+    return [train("cartpole_muzero", root / f"seed{s}", [*CARTPOLE, f"run.seed={s}"]) for s in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def pong(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("ale_py")
+    return train("atari_pong_muzero", tmp_path_factory.mktemp("pong") / "run", PONG)
+
+
+def evals(run: Path) -> list[dict]:
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["event"] == "eval"]
+
+
+def test_eval_of_ckpt_best_replays_the_recorded_return_exactly(cartpole: list[Path], tmp_path: Path) -> None:
+    run = cartpole[0]
+    best = json.loads((run / "ckpt" / "best" / "meta.json").read_text())
+    proc = lzk("eval", str(run), "--checkpoint", "best", "--json", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    recorded = [r for r in evals(run) if r["eval/index"] == report["evaluation_index"]]
+    assert len(recorded) == 1 and recorded[0]["train_iter"] == best["train_iter"]
+    assert report["metrics"]["eval/return_mean"] == recorded[0]["eval/return_mean"]  # exact, not approx
+    for k in ("std", "min", "max"):
+        assert report["metrics"][f"eval/return_{k}"] == recorded[0][f"eval/return_{k}"]
+    assert "(identical)" in proc.stdout
+    # evaluations differ from each other (so the match above is not a coincidence of equal episodes)
+    assert len({r["eval/episode_length_mean"] for r in evals(run)}) > 1
+
+
+def test_eval_last_and_another_seed(cartpole: list[Path], tmp_path: Path, cli) -> None:  # noqa: ANN001
+    code, out, err = cli("eval", str(cartpole[0]), "--seed", "7", "--episodes", "2", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["seed"] == 7 and report["recorded"] is None and report["metrics"]["eval/episodes"] == 2
+    assert "return mean" in out
+
+
+def test_pong_eval_writes_a_video_with_one_frame_per_step(pong: Path, tmp_path: Path, cli) -> None:  # noqa: ANN001
+    iio2 = pytest.importorskip("imageio.v2")
+    iio3 = pytest.importorskip("imageio.v3")
+    mp4, gif = tmp_path / "pong.mp4", tmp_path / "pong.gif"
+    code, _, err = cli("eval", str(pong), "--video", str(mp4), "--json", str(tmp_path / "r.json"))
+    assert code == 0, err[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    reader = iio2.get_reader(mp4)
+    frames = [f for f in reader]
+    assert len(frames) == report["video"]["frames"] == report["metrics"]["eval/episode_length_mean"] == 40
+    assert frames[0].shape == (210, 160, 3) and reader.get_meta_data()["fps"] == 15
+    assert len({f.tobytes() for f in frames}) > 1  # the game moves
+    code, _, err = cli("eval", str(pong), "--checkpoint", "best", "--video", str(gif))
+    assert code == 0, err[-3000:]
+    # Pillow merges identical consecutive GIF frames: at most one per step, and a playable file
+    assert 1 <= iio3.imread(gif, index=None).shape[0] <= 40
+
+
+def test_bad_input_exits_2_with_one_line(cartpole: list[Path], tmp_path: Path, cli) -> None:  # noqa: ANN001
+    empty = tmp_path / "empty"
+    (empty / "ckpt").mkdir(parents=True)
+    cases = {
+        "no such": ("eval", str(tmp_path / "missing")),
+        "no complete checkpoint": ("eval", str(empty)),
+        "no checkpoint at": ("eval", str(cartpole[0]), "--checkpoint", str(tmp_path / "nope")),
+        "lzkernel plugins": ("eval", str(cartpole[0]), "-p", "no:muzero"),
+        ".mp4 or .gif": ("eval", str(cartpole[0]), "--video", str(tmp_path / "v.avi")),
+        "logs no such metric": ("plot", str(cartpole[0]), "--metric", "train/no_such", "-o", str(tmp_path / "p.png")),
+        "no such run directory": ("plot", str(tmp_path / "missing"), "-o", str(tmp_path / "p.png")),
+    }
+    if importlib.util.find_spec("pygame") is None:  # CartPole draws with pygame
+        cases["cannot render"] = ("eval", str(cartpole[0]), "--video", str(tmp_path / "v.mp4"))
+    for needle, args in cases.items():
+        code, _, err = cli(*args)
+        assert code == 2, (needle, err[-2000:])
+        errors = [line for line in err.splitlines() if line.startswith("lzkernel: error:")]
+        assert len(errors) == 1 and needle in err and "Traceback" not in err, (needle, err[-2000:])
+
+
+def test_plot_figure_series_and_png_size(cartpole: list[Path], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.collections import PolyCollection
+
+    from lzkernel import plot
+
+    # Two seeds of one config: one median line and one min-max band per axis, bounded by the runs.
+    fig = plot.plot_runs(cartpole)
+    series = [plot.load_series(r, "eval/return_mean") for r in cartpole]
+    for ax, (axis, _) in zip(fig.axes, plot.AXES):
+        assert len(ax.lines) == 1 and len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 1
+        y = ax.lines[0].get_ydata()
+        grid, _, lo, hi = plot.band(series, axis)
+        assert np.all(lo <= y) and np.all(y <= hi) and np.allclose(ax.lines[0].get_xdata(), grid)
+    # The same runs as two configs (a metric name per run differs in config): two lines per axis.
+    fig2 = plot.plot_runs([cartpole[0]], "train/loss_value")
+    assert len(fig2.axes[0].lines) == 1
+    out = tmp_path / "p.png"
+    proc = lzk("plot", *map(str, cartpole), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import matplotlib.image
+
+    h, w = matplotlib.image.imread(out).shape[:2]
+    assert (w, h) == (int(plot.FIGSIZE[0] * plot.DPI), int(plot.FIGSIZE[1] * plot.DPI))
+
+
+def test_plot_two_configs_draws_two_series(cartpole: list[Path], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from lzkernel import plot
+
+    # A copy of seed 1's run whose config differs in a learning option: another config, not a seed.
+    other = tmp_path / "other"
+    shutil.copytree(cartpole[1], other)
+    config = (other / "config.yaml").read_text()
+    (other / "config.yaml").write_text(config.replace("lr: 0.003", "lr: 0.001"))
+    assert (other / "config.yaml").read_text() != config
+    fig = plot.plot_runs([cartpole[0], other])
+    for ax in fig.axes:
+        assert len(ax.lines) == 2 and not ax.collections
+        np.testing.assert_array_equal(ax.lines[1].get_ydata(), [r["eval/return_mean"] for r in evals(other)])
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["seed0", "other"]
+
+
+def test_plot_time_to_solve_json(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from lzkernel import plot
+
+    files = sorted((ROOT / "benchmarks" / "results").glob("time_to_solve_*.json"))
+    fig = plot.plot_time_to_solve(files)
+    assert len(fig.axes[0].collections) == len(files)  # one scatter of seeds per config
+    proc = lzk("plot", *map(str, files), "-o", str(tmp_path / "t.png"))
+    assert proc.returncode == 0 and (tmp_path / "t.png").stat().st_size > 0

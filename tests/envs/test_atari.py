@@ -1,0 +1,86 @@
+"""The Atari env (ale-py, LightZero's preprocessing) on Pong."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+
+from lzk_envs.atari import AtariEnv, AtariSettings, _area_taps, warp_frame  # noqa: E402
+from lzk_envs.plugin import AtariEnvConfig, make_atari_env  # noqa: E402
+from lzkernel import ConfigError, EvalVariantEnvSpec, FrameEnvSpec, RenderableEnvSpec, encode_frames  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pong():  # noqa: ANN201
+    return make_atari_env(AtariEnvConfig(game="pong"))
+
+
+def test_spec_declares_frames_actions_and_variants(pong) -> None:  # noqa: ANN001
+    assert (pong.id, pong.obs_shape, pong.num_actions) == ("atari/pong", (1, 64, 64), 6)
+    assert isinstance(pong, FrameEnvSpec) and pong.frame_scale == 255.0
+    assert isinstance(pong, EvalVariantEnvSpec) and isinstance(pong, RenderableEnvSpec) and pong.render_fps == 15.0
+    ev = pong.eval_variant()
+    assert (ev.settings.episode_life, ev.settings.clip_rewards) == (False, False)
+    assert (pong.settings.episode_life, pong.settings.clip_rewards) == (True, True)
+    rgb = make_atari_env(AtariEnvConfig(game="pong", gray_scale=False, frame_size=96))
+    assert rgb.obs_shape == (3, 96, 96)
+    full = make_atari_env(AtariEnvConfig(game="pong", full_action_space=True))
+    assert full.num_actions == 18
+    with pytest.raises(ConfigError, match="env.game"):
+        make_atari_env(AtariEnvConfig(game="no_such_game"))
+
+
+def test_frames_are_uint8_exact_and_seeding_reproduces_episodes(pong) -> None:  # noqa: ANN001
+    runs = []
+    for _ in range(2):
+        venv = pong.make_vector(2, seed=3)
+        obs = [venv.reset().obs]
+        rng = np.random.default_rng(0)
+        for _ in range(50):
+            obs.append(venv.step(rng.integers(0, 6, 2)).obs)
+        venv.close()
+        runs.append(np.stack(obs))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0][:, 0], runs[0][:, 1])  # env i is seeded seed + i
+    o = runs[0]
+    assert o.dtype == np.float32 and 0.0 <= o.min() and o.max() <= 1.0
+    np.testing.assert_array_equal(encode_frames(o, 255.0).astype(np.float32) / np.float32(255), o)
+
+
+def test_frame_skip_max_pool_clipping_and_time_limit() -> None:
+    env = AtariEnv(AtariSettings(game="pong", noop_max=0, max_episode_steps=30))
+    env.reset(seed=0)
+    f0 = env.ale.getEpisodeFrameNumber()
+    rewards = []
+    for t in range(30):
+        _, r, term, trunc, _ = env.step(0)
+        rewards.append(r)
+        assert env.ale.getEpisodeFrameNumber() - f0 == 4 * (t + 1)  # 4 raw frames per agent step
+    assert trunc and not term  # the time limit counts agent steps
+    assert set(rewards) <= {-1.0, 0.0, 1.0}
+    # max-pool of the last two raw frames, then the warp
+    env.reset(seed=0)
+    screens = []
+    for _ in range(4):
+        screens.append(env.ale_env.step(0)[0])
+    env.reset(seed=0)
+    obs = env.step(0)[0]
+    np.testing.assert_array_equal(obs, warp_frame(np.maximum(screens[2], screens[3]), 64, True) / np.float32(255))
+
+
+def test_area_resize_matches_a_dense_area_average() -> None:
+    rgb = np.random.default_rng(0).integers(0, 256, (210, 160, 3), dtype=np.uint8)
+
+    def dense(n_in: int, n_out: int) -> np.ndarray:
+        edges = np.arange(n_out + 1) * (n_in / n_out)
+        j = np.arange(n_in)[None, :]
+        return np.clip(np.minimum(edges[1:, None], j + 1) - np.maximum(edges[:-1, None], j), 0, None) / (n_in / n_out)
+
+    gray = rgb.astype(np.float64) @ [0.299, 0.587, 0.114]
+    for size in (64, 96):
+        ref = np.rint(dense(210, size) @ gray @ dense(160, size).T)
+        assert np.abs(ref - warp_frame(rgb, size, True)[0]).max() <= 1
+        idx, w = _area_taps(210, size)
+        assert np.allclose(w.sum(axis=0), 1.0) and idx.max() < 210
+    assert warp_frame(rgb, 64, False).shape == (3, 64, 64)
