@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from lzk_common.policy import stacked_obs_shape
 from lzk_common.support import DiscreteSupport
-from lzk_muzero.blocks import MuZeroNet
+from lzk_muzero.net import MuZeroNet
 from lzk_muzero.config import MuZeroModelConfig
 
 

@@ -1,50 +1,25 @@
-"""The MuZero policy: acting (collect / eval), replay callbacks (value targets, reanalysis) and
-learning, around one online model and its target copy.
-
-Shapes: E env rows, R reanalysed roots, M observations, A actions, O' stacked observation shape.
-
-Which network does what (as LightZero):
-* acting (collect and eval) searches with the **online** model;
-* ``value_fn`` (n-step bootstrap values) and ``reanalyze_fn`` use the **target** model;
-* both always run in eval semantics through BN-folded snapshots (:class:`SearchNetwork`) that are
-  rebuilt lazily when a version counter moves: the online one after every learner step, the
-  target one after every target assignment. Code that changes the weights behind the policy's
-  back (e.g. a rank-0 weight broadcast) must call :meth:`MuZeroPolicy.mark_weights_changed`.
-"""
+"""The MuZero policy: the shared :class:`~lzk_common.latent_policy.LatentSearchPolicy` (acting,
+value targets, reanalysis, learning) with MuZero's network, learner and search snapshot."""
 from __future__ import annotations
 
-import time
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 
-from lzkernel import ActResult
-from lzk_common.acting import (choose_actions, sample_legal_softmax, search_in_chunks, torch_threads,
-                               visit_distribution)
-from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
-from lzk_common.support import DiscreteSupport
+from lzk_common.latent_policy import LatentSearchPolicy
 from lzk_muzero.config import MuZeroPolicyConfig
 from lzk_muzero.inference import SearchNetwork
 from lzk_muzero.learner import Learner
 from lzk_muzero.models import build_model
 
 
-class MuZeroPolicy(SearchPolicyBase):
+class MuZeroPolicy(LatentSearchPolicy):
     """MuZero acting + learning (implements :class:`lzkernel.LearningPolicy` and
     :class:`lzkernel.ObservationValues`).
 
-    Args:
-        cfg: the policy config.
-        obs_shape: one env observation's shape (unstacked); the model sees ``frame_stack`` of them.
-        num_actions: A.
-        device: torch device of the models.
-        seed: seeds the policy's ``np.random.Generator`` (Dirichlet noise, tie-breaking, action
-            sampling). Torch's initial weights come from torch's global RNG (the trainer's job).
-        average_gradients: multi-rank hook called between backward and clipping.
-        search_module: provides ``search``, ``select_action`` and ``SearchConfig`` (default
-            ``lzk_mcts``; tests may pass a fake).
+    Args are :class:`~lzk_common.latent_policy.LatentSearchPolicy`'s plus
+    ``average_gradients``, the multi-rank hook called between backward and clipping.
     """
 
     cfg: MuZeroPolicyConfig
@@ -60,158 +35,11 @@ class MuZeroPolicy(SearchPolicyBase):
         average_gradients: Callable[[Any], None] | None = None,
         search_module: ModuleType | Any | None = None,
     ) -> None:
-        if search_module is None:
-            import lzk_mcts as search_module
-        super().__init__(cfg, obs_shape, num_actions, device=device, seed=seed)
-        self._search = search_module
-        self.value_support = DiscreteSupport.from_range(cfg.model.value_support_range, self.device)
-        self.reward_support = DiscreteSupport.from_range(cfg.model.reward_support_range, self.device)
+        super().__init__(cfg, obs_shape, num_actions, device=device, seed=seed, search_module=search_module)
         self.attach(build_model(cfg.model, self.env_obs_shape, num_actions, cfg.frame_stack),
                     lambda model, target: Learner(model, target, cfg, self.value_support, self.reward_support,
                                                   average_gradients=average_gradients))
-        self._snapshots: VersionedSnapshots[SearchNetwork] = VersionedSnapshots(self._build_snapshot)
-        self._target_updated = False  # by the last learn(): the target's buffers changed too
-
-    # ------------------------------------------------------------------------------------------
-    @property
-    def model_version(self) -> int:
-        return self._snapshots.versions["online"]
-
-    @property
-    def target_version(self) -> int:
-        return self._snapshots.versions["target"]
-
-    def mark_weights_changed(self) -> None:
-        """Invalidate both inference snapshots (call after changing weights directly)."""
-        self._snapshots.bump()
 
     def _build_snapshot(self, which: str) -> SearchNetwork:
         model = self.model if which == "online" else self.target_model
         return SearchNetwork(model, self.value_support, self.reward_support, backend=self.cfg.search_backend)
-
-    def _snapshot(self, which: str) -> SearchNetwork:
-        return self._snapshots.get(which)
-
-    def _search_config(self, num_simulations: int) -> Any:
-        return self.cfg.search_config(num_simulations)
-
-    def _run_search(
-        self, snap: SearchNetwork, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, num_simulations: int,
-        *, add_noise: bool, deterministic: bool, true_action: np.ndarray | None = None,
-        reuse_value: np.ndarray | None = None,
-    ) -> tuple[Any, np.ndarray, dict[str, float]]:
-        """Root inference + search. Returns (SearchResult, predicted root values [B], metrics);
-        ``search/network_share`` is the time in the network (root and recurrent inference, with
-        decoding) over the whole call."""
-        t0 = time.perf_counter()
-        with torch_threads(self.cfg.search_threads), torch.inference_mode():
-            latent, pred_value, logits = snap.initial(self._obs_tensor(obs))
-            f0 = snap.forward_seconds - (time.perf_counter() - t0)  # root inference counts as network
-            result = self._search.search(
-                snap.begin(latent, num_simulations), logits, legal, np.asarray(to_play, dtype=np.int64),
-                self._search_config(num_simulations), self.rng, add_noise=add_noise, deterministic=deterministic,
-                true_action=true_action, reuse_value=reuse_value,
-            )
-        total = time.perf_counter() - t0
-        metrics = dict(getattr(result, "stats", {}) or {})
-        metrics["search/ms"] = total * 1e3
-        metrics["search/network_share"] = (snap.forward_seconds - f0) / max(total, 1e-12)
-        return result, pred_value, metrics
-
-    # ------------------------------------------------------------------------------------------
-    def act(
-        self,
-        obs: np.ndarray,
-        legal: np.ndarray,
-        to_play: np.ndarray,
-        *,
-        mode: str,
-        env_ids: np.ndarray,
-        temperature: float = 1.0,
-        epsilon: float = 0.0,
-        timestep: np.ndarray | None = None,
-        states: Sequence[Any] | None = None,
-    ) -> ActResult:
-        """Choose one action per row.
-
-        ``collect``: search with root Dirichlet noise, then sample from visits^(1/temperature)
-        over legal actions; with ``eps_greedy`` (or ``epsilon`` > 0) take the visit argmax and
-        replace it by a uniformly random legal action with probability ``epsilon``; with
-        ``collect_with_pure_policy`` no search: sample from the legal softmax of the policy
-        logits (visit_dist zeros, root_value = predicted value).
-        ``eval``: no noise, deterministic tie-breaking, argmax of visits, ``eval_num_simulations``.
-        ``env_ids``, ``timestep`` and ``states`` are unused (MuZero keeps no per-env state and
-        searches its learned model).
-        """
-        if mode not in ("collect", "eval"):
-            raise ValueError(f"mode must be 'collect' or 'eval', got {mode!r}")
-        legal = np.asarray(legal, dtype=bool)
-        snap = self._snapshot("online")
-        n_rows = legal.shape[0]
-        if mode == "collect" and self.cfg.collect_with_pure_policy:
-            t0 = time.perf_counter()
-            with torch_threads(self.cfg.search_threads):
-                _, pred_value, logits = snap.initial(self._obs_tensor(obs))
-            actions = sample_legal_softmax(logits, legal, self.rng)
-            zeros = np.zeros((n_rows, self.num_actions), np.float32)
-            return ActResult(actions, zeros, pred_value, pred_value.copy(),
-                             {"search/ms": (time.perf_counter() - t0) * 1e3})
-
-        collect = mode == "collect"
-        sims = self.cfg.num_simulations if collect else self.cfg.eval_simulations
-        result, pred_value, metrics = self._run_search(
-            snap, obs, legal, to_play, sims, add_noise=collect, deterministic=not collect)
-        visits = result.visit_counts
-        actions = choose_actions(self._search.select_action, visits, legal, collect=collect, temperature=temperature,
-                                 epsilon=epsilon, eps_greedy=self.cfg.eps_greedy, rng=self.rng)
-        return ActResult(actions, visit_distribution(visits), np.asarray(result.root_value, dtype=np.float32),
-                         pred_value, metrics)
-
-    # ------------------------------------------------------------------------------------------
-    def value_fn(self, obs: np.ndarray) -> np.ndarray:
-        """Target-network values of obs [M, *O'] → [M] float32 (eval mode, chunked)."""
-        return self._snapshot("target").values(self._obs_tensor(obs), self.cfg.mini_infer_size)
-
-    def reanalyze_fn(
-        self,
-        obs: np.ndarray,
-        legal: np.ndarray,
-        to_play: np.ndarray,
-        true_action: np.ndarray,
-        reuse_value: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Fresh searches from target-network roots: (visit_dist [R, A] float32, root_value [R] float32).
-
-        Root noise when ``reanalyze_noise``; with ``reuse_value`` [R] (ReZero), the search reuses
-        it through ``true_action`` [R] (negative = no reuse for that root). Roots are searched in
-        chunks of ``search_chunk``.
-        """
-        snap = self._snapshot("target")
-        legal = np.asarray(legal, dtype=bool)
-        to_play = np.asarray(to_play, dtype=np.int64)
-
-        def search(sl: slice) -> Any:
-            ta = rv = None
-            if reuse_value is not None:
-                ta = np.where(np.asarray(true_action[sl]) < 0, -1, true_action[sl]).astype(np.int64)
-                rv = np.asarray(reuse_value[sl], dtype=np.float32)
-            return self._run_search(snap, obs[sl], legal[sl], to_play[sl], self.cfg.num_simulations,
-                                    add_noise=self.cfg.reanalyze_noise, deterministic=False,
-                                    true_action=ta, reuse_value=rv)[0]
-
-        return search_in_chunks(legal.shape[0], self.cfg.search_chunk, self.num_actions, search)
-
-    # ------------------------------------------------------------------------------------------
-    def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
-        """One learner step on ``batch`` → (metrics ``train/*``, priorities [B] float32)."""
-        metrics, priorities, self._target_updated = self.learner.step(batch)
-        self._snapshots.bump("online", *(("target",) if self._target_updated else ()))
-        return metrics, priorities
-
-    def updated_buffers(self) -> list[torch.Tensor]:
-        """The online BN statistics, and the target's when the last step assigned the target
-        (it copied this rank's statistics)."""
-        out = super().updated_buffers()
-        if self._target_updated:
-            out += [b for b in self.target_model.buffers() if b.is_floating_point()]
-        return out
