@@ -183,3 +183,17 @@ class LatentConv(LatentNet):
             self.value_head(self.value_conv(t).flatten(1)),
             self.policy_head(self.policy_conv(t).flatten(1)),
         )
+
+
+def build_latent_model(cfg: LatentModelOptions, obs_shape: tuple[int, ...], num_actions: int, frame_stack: int,
+                       classes: dict[str, type[LatentNet]]) -> LatentNet:
+    """The network ``classes[cfg.type]`` (``mlp`` or ``conv``) for one (unstacked) observation
+    shape ``obs_shape``, ``num_actions`` and ``frame_stack`` frames, with the config's supports."""
+    from lzk_common.policy import stacked_obs_shape
+    from lzk_common.support import DiscreteSupport
+
+    if cfg.type not in classes:
+        raise ValueError(f"unknown model type {cfg.type!r}; expected one of {sorted(classes)}")
+    n_value = DiscreteSupport.from_range(cfg.value_support_range).size
+    n_reward = DiscreteSupport.from_range(cfg.reward_support_range).size
+    return classes[cfg.type](stacked_obs_shape(obs_shape, frame_stack), num_actions, cfg, n_value, n_reward)

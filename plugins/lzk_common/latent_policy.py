@@ -33,8 +33,8 @@ from lzk_common.options import LatentPolicyOptions
 
 class LatentSearchPolicy(SearchPolicyBase):
     """Acting + learning of a latent-model policy (implements :class:`lzkernel.LearningPolicy`
-    and :class:`lzkernel.ObservationValues`). Subclasses call :meth:`attach` with their model
-    and learner after this constructor, and implement :meth:`_build_snapshot`.
+    and :class:`lzkernel.ObservationValues`). Subclasses name their learner, search snapshot
+    and model builder in the class header (see :meth:`__init_subclass__`).
 
     Args:
         cfg: the policy config (a :class:`~lzk_common.options.LatentPolicyOptions` with a
@@ -44,11 +44,32 @@ class LatentSearchPolicy(SearchPolicyBase):
         device: torch device of the models.
         seed: seeds the policy's ``np.random.Generator`` (Dirichlet noise, tie-breaking, action
             sampling). Torch's initial weights come from torch's global RNG (the trainer's job).
+        average_gradients: multi-rank hook called between backward and clipping.
         search_module: provides ``search``, ``select_action`` and ``SearchConfig`` (default
             ``lzk_mcts``; tests may pass a fake).
     """
 
     cfg: LatentPolicyOptions
+    #: ``learner_class(model, target_model, cfg, value_support, reward_support, average_gradients=…)``,
+    #: a :class:`~lzk_common.learner.LatentLearner`.
+    learner_class: type
+    #: ``snapshot_class(model, value_support, reward_support, *snapshot_args(), backend=…)``, a
+    #: :class:`~lzk_common.inference.SearchSnapshot`.
+    snapshot_class: type
+    #: ``build_model(model_cfg, obs_shape, num_actions, frame_stack)`` → the network.
+    build_model: Callable[..., torch.nn.Module]
+
+    def __init_subclass__(cls, *, learner: type | None = None, snapshot: type | None = None,
+                          model: Callable[..., torch.nn.Module] | None = None, **kwargs: Any) -> None:
+        """An algorithm declares its parts in the class header:
+        ``class P(LatentSearchPolicy, learner=…, snapshot=…, model=build_model)``."""
+        super().__init_subclass__(**kwargs)
+        if learner is not None:
+            cls.learner_class = learner
+        if snapshot is not None:
+            cls.snapshot_class = snapshot
+        if model is not None:
+            cls.build_model = staticmethod(model)
 
     def __init__(
         self,
@@ -58,6 +79,7 @@ class LatentSearchPolicy(SearchPolicyBase):
         *,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        average_gradients: Callable[[Any], None] | None = None,
         search_module: ModuleType | Any | None = None,
     ) -> None:
         if search_module is None:
@@ -66,8 +88,20 @@ class LatentSearchPolicy(SearchPolicyBase):
         self._search = search_module
         self.value_support = DiscreteSupport.from_range(cfg.model.value_support_range, self.device)
         self.reward_support = DiscreteSupport.from_range(cfg.model.reward_support_range, self.device)
+        self.attach(self._build_model(),
+                    lambda model, target: self.learner_class(model, target, cfg, self.value_support,
+                                                             self.reward_support, average_gradients=average_gradients))
         self._snapshots: VersionedSnapshots[SearchSnapshot] = VersionedSnapshots(self._build_snapshot)
         self._target_updated = False  # by the last learn(): the target's buffers changed too
+
+    def _build_model(self) -> torch.nn.Module:
+        """The online network for ``self.env_obs_shape``, ``self.num_actions`` and the config
+        (torch's global RNG draws its initial weights)."""
+        return type(self).build_model(self.cfg.model, self.env_obs_shape, self.num_actions, self.cfg.frame_stack)
+
+    def snapshot_args(self) -> tuple[Any, ...]:
+        """Extra positional arguments of ``snapshot_class`` (none by default)."""
+        return ()
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -82,9 +116,11 @@ class LatentSearchPolicy(SearchPolicyBase):
         """Invalidate both inference snapshots (call after changing weights directly)."""
         self._snapshots.bump()
 
-    def _build_snapshot(self, which: str) -> SearchSnapshot:  # pragma: no cover - abstract
+    def _build_snapshot(self, which: str) -> SearchSnapshot:
         """The search snapshot of the ``which`` ('online' or 'target') model's current weights."""
-        raise NotImplementedError
+        model = self.model if which == "online" else self.target_model
+        return self.snapshot_class(model, self.value_support, self.reward_support, *self.snapshot_args(),
+                                   backend=self.cfg.search_backend)
 
     def _snapshot(self, which: str) -> SearchSnapshot:
         return self._snapshots.get(which)

@@ -98,13 +98,13 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 def linear_layers(net: LatentMLP, head: str) -> list[PackedLayer]:
     """The 12 Linears of a :func:`folded_residual_mlp` in the order of the ``FC1``… constants
     (``head``: the transition head's attribute), each with its input width padded: ``D + A``
-    for fc1, whose input is [s ‖ onehot(a)], padded widths elsewhere."""
+    for fc1, whose input is [s ‖ onehot(a)], the padded input width elsewhere (the transition
+    head's input need not be D wide: EfficientZero's reads the LSTM state)."""
     fc1, fc2, trunk = net.fc_dynamics_1, net.fc_dynamics_2, net.prediction_trunk
     rh, vh, ph = getattr(net, head), net.value_head, net.policy_head
     linears = [fc1[0], fc1[3], fc2[0], trunk[0], fc2[3], trunk[3], rh[0], vh[0], ph[0], rh[3], vh[3], ph[3]]
-    d, d_in = net.latent_shape[0], fc1[0].in_features
-    k_in = [d_in, pad(d), pad(d), pad(d), pad(d), pad(d), pad(d), pad(d), pad(d),
-            pad(rh[0].out_features), pad(vh[0].out_features), pad(ph[0].out_features)]
+    # fc1 reads x = [s ‖ onehot(a)] unpadded; every other layer a padded activation of its input.
+    k_in = [fc1[0].in_features] + [pad(lin.in_features) for lin in linears[1:]]
     out = []
     for i, (lin, k) in enumerate(zip(linears, k_in)):
         w = _numpy(lin.weight)
