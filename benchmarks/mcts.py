@@ -33,6 +33,7 @@ import statistics
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,13 +48,8 @@ CASES = [(8, 25, 13.0), (8, 50, 26.0), (64, 50, 45.0)]
 BACKENDS = ("numba", "torch")
 
 
-def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32",
-            backend: str = MuZeroPolicyConfig.search_backend) -> MuZeroPolicy:
-    torch.manual_seed(0)
-    cfg = MuZeroPolicyConfig(num_simulations=num_simulations, search_threads=threads, learn_dtype=learn_dtype,
-                             search_backend=backend)
-    policy = MuZeroPolicy(cfg, (4,), 2, seed=0)
-    # Perturb the zero-initialised layers so the tree sees non-uniform priors and values.
+def perturb(policy: Any) -> Any:
+    """Perturb the zero-initialised layers so the tree sees non-uniform priors and values."""
     with torch.no_grad():
         for p in policy.model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -61,17 +57,23 @@ def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32",
     return policy
 
 
-def bench_search(batch: int, sims: int, threads: int, warmup: int, repeats: int,
-                 backends: tuple[str, ...] = (MuZeroPolicyConfig.search_backend,)) -> dict[str, dict[str, float]]:
-    """Times collect searches of each backend (same weights and inputs), alternating between the
-    backends search by search; {backend: {ms_per_search, network_share, tree_ms, min_ms}}."""
-    policies = {b: _policy(sims, threads, backend=b) for b in backends}
+def _policy(num_simulations: int, threads: int, learn_dtype: str = "float32",
+            backend: str = MuZeroPolicyConfig.search_backend) -> MuZeroPolicy:
+    torch.manual_seed(0)
+    cfg = MuZeroPolicyConfig(num_simulations=num_simulations, search_threads=threads, learn_dtype=learn_dtype,
+                             search_backend=backend)
+    return perturb(MuZeroPolicy(cfg, (4,), 2, seed=0))
+
+
+def time_acts(policies: dict[str, Any], batch: int, warmup: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Times collect searches of each policy on one CartPole-like batch, alternating between the
+    policies search by search; {label: {ms_per_search, network_share, tree_ms, min_ms}}."""
     rng = np.random.default_rng(0)
     obs = rng.normal(scale=[1.0, 1.0, 0.1, 1.0], size=(batch, 4)).astype(np.float32)  # CartPole-like
     legal = np.ones((batch, 2), bool)
     to_play = np.full(batch, -1, np.int64)
     env_ids = np.arange(batch)
-    samples: dict[str, dict[str, list[float]]] = {b: {"ms": [], "share": [], "tree": []} for b in backends}
+    samples: dict[str, dict[str, list[float]]] = {b: {"ms": [], "share": [], "tree": []} for b in policies}
     for i in range(warmup + repeats):
         for b, policy in policies.items():
             # A collect step: its search/* metrics time root inference + search (not action selection).
@@ -89,6 +91,13 @@ def bench_search(batch: int, sims: int, threads: int, warmup: int, repeats: int,
         }
         for b, x in samples.items()
     }
+
+
+def bench_search(batch: int, sims: int, threads: int, warmup: int, repeats: int,
+                 backends: tuple[str, ...] = (MuZeroPolicyConfig.search_backend,)) -> dict[str, dict[str, float]]:
+    """Times collect searches of each backend (same weights and inputs), alternating between the
+    backends search by search; {backend: {ms_per_search, network_share, tree_ms, min_ms}}."""
+    return time_acts({b: _policy(sims, threads, backend=b) for b in backends}, batch, warmup, repeats)
 
 
 def _learn_batch(b: int, k: int, seed: int = 0) -> SimpleNamespace:

@@ -22,6 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "lzk_loop": set(),
     "lzk_common": {"lzk_mcts"},
     "lzk_muzero": {"lzk_common", "lzk_mcts"},
+    "lzk_efficientzero": {"lzk_common", "lzk_mcts"},
     "lzk_rezero": {"lzk_loop"},
     "lzk_unizero": {"lzk_common", "lzk_mcts", "lzk_loop"},
     "lzk_alphazero": {"lzk_common", "lzk_mcts", "lzk_loop"},
@@ -68,7 +69,7 @@ def test_imports_respect_the_walls() -> None:
 
 def test_no_algorithm_plugin_imports_another() -> None:
     algorithms = ALGORITHMS & set(_packages())
-    assert {"lzk_muzero", "lzk_unizero"} <= algorithms
+    assert {"lzk_muzero", "lzk_unizero", "lzk_efficientzero"} <= algorithms
     hits = [f"{path.relative_to(ROOT)} imports {mod}" for name in algorithms for path in _packages()[name].rglob("*.py")
             for mod in _imports(path) & (algorithms - {name})]
     assert not hits, "\n".join(hits)

@@ -56,6 +56,9 @@ class Batch:
     indices: np.ndarray  # [B] int64: transition ids for ``ReplayBuffer.update_priorities``
     to_play: np.ndarray  # [B, K+1] int64
     legal: np.ndarray  # [B, K+1, A] bool
+    #: [B, K] float32 value-prefix targets (when ``TargetSpec.value_prefix_horizon`` = H > 0):
+    #: entry k = Σ target_reward[j] for j from H·⌊k/H⌋ to k (the sum since the last reset).
+    target_value_prefix: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.indices.shape[0])

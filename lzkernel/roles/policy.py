@@ -64,6 +64,9 @@ class TargetSpec:
     discount: float  # γ of the value targets
     frame_stack: int  # observations stacked into one network input
     batch_size: int  # samples per learner step
+    #: H of value-prefix targets (EfficientZero): > 0 asks the buffer for
+    #: ``Batch.target_value_prefix``, the reward sums restarting every H unroll steps; 0: none.
+    value_prefix_horizon: int = 0
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ class TensorBatch:
     target_value: torch.Tensor  # [B, K+1] float32
     target_policy: torch.Tensor  # [B, K+1, A] float32
     weights: torch.Tensor  # [B] float32
+    target_value_prefix: torch.Tensor | None = None  # [B, K] float32 (value-prefix models only)
 
     @classmethod
     def from_batch(cls, batch: Any, device: torch.device | str) -> TensorBatch:
@@ -49,6 +50,8 @@ class TensorBatch:
             target_value=t(batch.target_value, torch.float32),
             target_policy=t(batch.target_policy, torch.float32),
             weights=t(batch.weights, torch.float32),
+            target_value_prefix=(None if getattr(batch, "target_value_prefix", None) is None
+                                 else t(batch.target_value_prefix, torch.float32)),
         )
 
 

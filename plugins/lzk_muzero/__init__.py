@@ -1,14 +1,14 @@
 """lzk_muzero: the MuZero policy plugin (models, search adapter, learner).
 
-Modules (importing this package does not import torch; the submodules below do):
+MuZero is the latent-model family of :mod:`lzk_common` (representation, dynamics trunk,
+prediction, unrolled loss, learner, policy, compiled search kernels) with a reward head after
+the dynamics. Modules (importing this package does not import torch; the submodules below do):
 
 * ``config``     ``MuZeroPolicyConfig`` / ``MuZeroModelConfig`` (schema of the ``policy`` section)
-* ``support``    scalar transform h / h⁻¹ and the categorical support (two-hot φ, decoding)
-* ``blocks``, ``model_mlp``, ``model_conv``, ``models``   the networks and ``build_model``
-* ``inference``  BN-folded eval snapshots and the ``recurrent_fn`` adapter for ``lzk_mcts.search``
-* ``numba_mlp``, ``numba_simd``   the ``numba`` search backend: one compiled call per simulation
-  (dynamics, heads, support decode) with register-tiled float32 matmuls
-* ``loss``, ``learner``   the MuZero loss and optimizer step, target network
+* ``net``, ``model_mlp``, ``model_conv``, ``models``   the reward head, recurrent step and ``build_model``
+* ``inference``  the search snapshot (latents at the search's slots) and the fused torch step
+* ``numba_mlp``  the ``numba`` search backend's step kernel: one compiled call per simulation
+* ``loss``, ``learner``   the MuZero loss (per-step reward targets) and its learner
 * ``policy``     ``MuZeroPolicy``: act (collect/eval), value_fn, reanalyze_fn, learn, state_dict
 * ``plugin``     registers the ``muzero`` policy component
 

@@ -1,62 +1,25 @@
-"""Fast inference for search: a BN-folded eval snapshot of a model, its latents at the search's
-slots, and the model step that ``lzk_mcts.search`` calls once per simulation.
+"""Fast inference for MuZero's search: the shared BN-folded snapshot
+(:class:`~lzk_common.inference.SearchSnapshot`) whose per-node embedding is a latent row, and
+its model step.
 
 Two backends (``policy.search_backend``): ``torch``, the reference for any model and device, and
 ``numba`` (:mod:`lzk_muzero.numba_mlp`) for the residual MLP on CPU, where the root prediction
 and each simulation's recurrent step are one compiled call each (the representation stays in
-torch); other models and devices fall back to torch.
-
-Why a snapshot: search needs eval-mode semantics (BatchNorm with running statistics), while the
-learner keeps the live model in train mode. In eval mode BN is an affine map, so it is folded into
-the preceding Linear/Conv once per weight version (the policy rebuilds the snapshot when its
-version counter moves), which removes a third of the ops. For the standard CartPole MLP the
-dynamics and prediction networks are further fused into 6 matmuls (:class:`FusedMLPRecurrent`),
+torch); other models and devices fall back to torch. For the standard CartPole MLP the torch
+path fuses the dynamics and prediction networks into 7 matmuls (:class:`FusedMLPRecurrent`),
 because at search batch sizes (B ≈ 8..64) the cost is per-op overhead, not FLOPs.
-
-The tree calls ``step(parent_slot [B'], action [B'], child_slot [B'])``; a node's latent lives at
-its slot (``node·B + b``) of a :class:`~lzk_common.slots.TensorSlots` store ([(S+1)·B, *L]), so the
-parents are gathered with one ``index_select`` and the children written with one ``index_copy_``.
 """
 from __future__ import annotations
-
-import copy
-import time
-from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
-from lzk_common.slots import TensorSlots
-from lzk_mcts import StepOutput
-from lzk_muzero.blocks import MuZeroNet
+from lzk_common.inference import SearchSnapshot, StepFn, numpy_f32
+from lzk_common.support import DiscreteSupport
 from lzk_muzero.model_mlp import MuZeroMLP
+from lzk_muzero.net import MuZeroNet
 from lzk_muzero.numba_mlp import NumbaMLP, folded_residual_mlp
-from lzk_common.support import DiscreteSupport, inverse_scalar_transform_np
-
-StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], StepOutput]
-
-
-def fold_batchnorm(model: MuZeroNet) -> MuZeroNet:
-    """An eval-mode copy of ``model`` without SSL heads and without gradients, where every
-    BatchNorm that directly follows a Linear/Conv inside an ``nn.Sequential`` is folded into it
-    (the BN becomes ``nn.Identity``). Outputs equal ``model.eval()``'s up to float rounding."""
-    # memo maps the SSL heads to None: they are never used for inference and hold most weights.
-    memo = {id(model.ssl): None} if getattr(model, "ssl", None) is not None else {}
-    folded = copy.deepcopy(model, memo).eval()
-    for seq in folded.modules():
-        if not isinstance(seq, nn.Sequential):
-            continue
-        for i in range(len(seq) - 1):
-            layer, norm = seq[i], seq[i + 1]
-            if isinstance(layer, nn.Linear) and isinstance(norm, nn.BatchNorm1d):
-                seq[i], seq[i + 1] = fuse_linear_bn_eval(layer, norm), nn.Identity()
-            elif isinstance(layer, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d):
-                seq[i], seq[i + 1] = fuse_conv_bn_eval(layer, norm), nn.Identity()
-    for p in folded.parameters():
-        p.requires_grad_(False)
-    return folded
 
 
 class FusedMLPRecurrent:
@@ -125,27 +88,11 @@ class FusedMLPRecurrent:
         return nxt, rv, torch.addmm(self.b_q, w[1, :, self.hidden:], self.w_q_t)
 
 
-def _numpy_f32(t: torch.Tensor) -> np.ndarray:
-    """A float32 numpy view (CPU float32 tensors) or copy (other devices/dtypes) of ``t``."""
-    if t.dtype == torch.float32 and t.device.type == "cpu":
-        return t.numpy()
-    return t.float().cpu().numpy()
-
-
-def _decode_np(logits: torch.Tensor, support: torch.Tensor) -> np.ndarray:
-    """h⁻¹(E_softmax[support]) of logits [..., N] → numpy [...] float32."""
-    return inverse_scalar_transform_np(_numpy_f32(torch.matmul(torch.softmax(logits, dim=-1), support)))
-
-
-class SearchNetwork:
-    """Eval snapshot of a model for acting, reanalysis and value targets.
-
-    Built from the live model at one weight version; the owner rebuilds it when the weights change.
-    Accumulates ``forward_seconds`` (time inside ``step``) and ``forward_calls`` for the
-    search metrics. ``backend``: ``"torch"`` or ``"numba"`` (used where
-    :func:`~lzk_muzero.numba_mlp.folded_residual_mlp` holds and the model is on the CPU; the
-    ``compiled`` attribute is then set, else None).
-    """
+class SearchNetwork(SearchSnapshot):
+    """MuZero's eval snapshot for acting, reanalysis and value targets (see
+    :class:`~lzk_common.inference.SearchSnapshot`). ``backend``: ``"torch"`` or ``"numba"``
+    (used where :func:`~lzk_muzero.numba_mlp.folded_residual_mlp` holds and the model is on the
+    CPU; the ``compiled`` attribute is then set, else None)."""
 
     def __init__(
         self,
@@ -158,11 +105,7 @@ class SearchNetwork:
     ) -> None:
         if backend not in ("torch", "numba"):
             raise ValueError(f"backend must be 'torch' or 'numba', got {backend!r}")
-        self.net = fold_batchnorm(model)
-        self.device = next(self.net.parameters()).device
-        self.value_support = value_support.to(self.device)
-        self.reward_support = reward_support.to(self.device)
-        self.joint_decode = self.value_support.same_as(self.reward_support)
+        super().__init__(model, value_support, reward_support)
         self.compiled = (
             NumbaMLP(self.net, self.value_support, self.reward_support)
             if backend == "numba" and self.device.type == "cpu" and folded_residual_mlp(self.net) else None
@@ -170,65 +113,15 @@ class SearchNetwork:
         fusable = self.compiled is None and FusedMLPRecurrent.supports(self.net)
         self.fused = FusedMLPRecurrent(self.net) if fusable else None
         self.fuse_max_batch = fuse_max_batch
-        self.latent_shape = tuple(self.net.latent_shape)
-        self.latents = TensorSlots(self.latent_shape, self.device)  # grows, never shrinks: no per-search alloc
-        self.forward_seconds = 0.0
-        self.forward_calls = 0
 
-    # --------------------------------------------------------------------------------------------
-    def initial(self, obs: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-        """obs [B, *O'] → (latent [B, *L] tensor, value [B] f32, policy_logits [B, A] f32)."""
-        with torch.inference_mode():
-            if self.compiled is not None:  # representation in torch, prediction compiled
-                latent = self.net.represent(obs.to(self.device, torch.float32))
-                return (latent, *self.compiled.predict(_numpy_f32(latent)))
-            latent, value_logits, logits = self.net.initial_inference(obs.to(self.device, torch.float32))
-            value = _decode_np(value_logits, self.value_support.values)
-            return latent, value, _numpy_f32(logits)
-
-    def values(self, obs: torch.Tensor, chunk: int) -> np.ndarray:
-        """Decoded values of obs [M, *O'] → [M] f32, in chunks of ``chunk`` rows."""
-        out = [self.initial(obs[i:i + chunk])[1] for i in range(0, obs.shape[0], chunk)]
-        return np.concatenate(out) if out else np.zeros(0, np.float32)
-
-    # --------------------------------------------------------------------------------------------
     def begin(self, root_latent: torch.Tensor, num_simulations: int) -> StepFn:
         """Put the roots' latents [B, *L] at slots 0 … B−1 of a store for ``num_simulations``
         and return the step for ``lzk_mcts.search`` (valid until the next ``begin``)."""
         if self.compiled is not None:
-            self.compiled.begin(_numpy_f32(root_latent), num_simulations)
-            return self.step
-        b = int(root_latent.shape[0])
-        self.latents.reserve(num_simulations + 1, b)
-        with torch.inference_mode():
-            self.latents.tensor[:b].copy_(root_latent)
-        return self.step
-
-    def step(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
-        """One batched dynamics + prediction step for B' = len(parent_slot) trees.
-
-        Expands ``action`` [B'] from the latents at ``parent_slot`` and writes the new latents at
-        ``child_slot``. Returns rewards and values decoded to scalars and the policy logits,
-        float32 numpy.
-        """
-        t0 = time.perf_counter()
-        if self.compiled is not None:
-            out = self.compiled(parent_slot, action, child_slot)
-        elif torch.is_inference_mode_enabled():
-            out = self._step(parent_slot, action, child_slot)
+            self.compiled.begin(numpy_f32(root_latent), num_simulations)
         else:
-            with torch.inference_mode():
-                out = self._step(parent_slot, action, child_slot)
-        self.forward_seconds += time.perf_counter() - t0
-        self.forward_calls += 1
-        return StepOutput(*out)
-
-    def _tensor(self, x: np.ndarray) -> torch.Tensor:
-        """An int64 index tensor on the device; zero-copy for the search's int64 arrays."""
-        if x.dtype != np.int64 or not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x, dtype=np.int64)
-        t = torch.from_numpy(x)
-        return t if self.device.type == "cpu" else t.to(self.device)
+            self._reserve_latents(root_latent, num_simulations)
+        return self.step
 
     def _step(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -238,12 +131,8 @@ class SearchNetwork:
             nxt, rv, logits = self.fused(s, a)  # rv [2, B', N]: reward, value logits
         else:
             nxt, r_logits, v_logits, logits = self.net.recurrent_inference(s, a)
-            rv = torch.stack([r_logits, v_logits]) if self.joint_decode else (r_logits, v_logits)
-        if self.joint_decode:  # one softmax·support reduction for both heads
-            reward, value = _decode_np(rv, self.value_support.values)
-        else:
-            reward = _decode_np(rv[0], self.reward_support.values)
-            value = _decode_np(rv[1], self.value_support.values)
+            rv = (r_logits, v_logits)
+        reward, value = self._decode_pair(rv)
         self.latents.put(self._tensor(child_slot), nxt)
         # Rows of a fresh [2, B'] array are contiguous; the numpy arrays keep their tensors alive.
-        return reward, value, np.ascontiguousarray(_numpy_f32(logits))
+        return reward, value, np.ascontiguousarray(numpy_f32(logits))

@@ -1,25 +1,15 @@
 """Model construction from the config (``model.type: mlp | conv``)."""
 from __future__ import annotations
 
-from lzk_common.policy import stacked_obs_shape
-from lzk_common.support import DiscreteSupport
-from lzk_muzero.blocks import MuZeroNet
+from lzk_common.latent_models import build_latent_model
 from lzk_muzero.config import MuZeroModelConfig
+from lzk_muzero.model_conv import MuZeroConv
+from lzk_muzero.model_mlp import MuZeroMLP
+from lzk_muzero.net import MuZeroNet
 
 
 def build_model(
     cfg: MuZeroModelConfig, obs_shape: tuple[int, ...], num_actions: int, frame_stack: int = 1
 ) -> MuZeroNet:
     """The network for one (unstacked) observation shape ``obs_shape`` and ``num_actions``."""
-    n_value = DiscreteSupport.from_range(cfg.value_support_range).size
-    n_reward = DiscreteSupport.from_range(cfg.reward_support_range).size
-    shape = stacked_obs_shape(obs_shape, frame_stack)
-    if cfg.type == "mlp":
-        from lzk_muzero.model_mlp import MuZeroMLP
-
-        return MuZeroMLP(shape, num_actions, cfg, n_value, n_reward)
-    if cfg.type == "conv":
-        from lzk_muzero.model_conv import MuZeroConv
-
-        return MuZeroConv(shape, num_actions, cfg, n_value, n_reward)
-    raise ValueError(f"unknown model type {cfg.type!r}")
+    return build_latent_model(cfg, obs_shape, num_actions, frame_stack, {"mlp": MuZeroMLP, "conv": MuZeroConv})

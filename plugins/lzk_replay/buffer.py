@@ -42,7 +42,8 @@ class GameBuffer:
                  discount: float, frame_stack: int, obs_shape: Sequence[int], num_actions: int,
                  use_priority: bool = False, priority_alpha: float = 0.6, priority_beta: float = 0.4,
                  use_max_priority_for_new_data: bool = True, reanalyze_max_roots: int = 0,
-                 reanalyze_batch_size: int = 0, frame_scale: float | None = None) -> None:
+                 reanalyze_batch_size: int = 0, value_prefix_horizon: int = 0,
+                 frame_scale: float | None = None) -> None:
         if capacity < segment_length:
             raise ValueError(f"capacity ({capacity}) must hold one segment ({segment_length})")
         if segment_length < 1 or unroll_steps < 0 or td_steps < 1 or frame_stack < 1:
@@ -52,6 +53,7 @@ class GameBuffer:
         self.use_priority, self.alpha, self.beta = bool(use_priority), float(priority_alpha), float(priority_beta)
         self.use_max_priority_for_new_data = bool(use_max_priority_for_new_data)
         self.reanalyze_max_roots, self.reanalyze_batch_size = int(reanalyze_max_roots), int(reanalyze_batch_size)
+        self.value_prefix_horizon = int(value_prefix_horizon)  # > 0: batches carry value prefixes
         self.store = SegmentStore(self.L, self.K + self.n, self.S, tuple(obs_shape), num_actions, frame_scale,
                                   extra=self._extra_arrays)
         self._cutters: dict[int, SegmentCutter] = {}
@@ -150,6 +152,8 @@ class GameBuffer:
 
         Roots are drawn without replacement when ``batch_size <= num_transitions``; uniformly, or
         with probability ∝ p^α + 1e-6 and IS weights (N·P)^-β / max when ``use_priority``.
+        With ``value_prefix_horizon`` H > 0 the batch carries ``target_value_prefix`` too
+        (see :func:`lzk_replay.targets.value_prefix`).
         ``source.value_fn(obs [M, *O']) -> [M]`` (an :class:`lzkernel.ObservationValues`: the
         target network) is called once per batch, when any target bootstraps.
         """
@@ -164,7 +168,7 @@ class GameBuffer:
             weights = np.ones(flat.shape[0], np.float32)
         return build_batch(st, slots, t, unroll_steps=self.K, td_steps=self.n, discount=self.discount,
                            rng=rng, bootstrap=self._bootstrap(source, rng), weights=weights,
-                           indices=st.seg_id[slots] * self.L + t)
+                           indices=st.seg_id[slots] * self.L + t, value_prefix_horizon=self.value_prefix_horizon)
 
     def _bootstrap(self, source: ObservationValues, rng: np.random.Generator) -> BootstrapFn:
         """How :meth:`sample` asks ``source`` for bootstrap values (one per observation)."""

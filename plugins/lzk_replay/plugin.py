@@ -74,11 +74,13 @@ def _geometry(env_spec: EnvSpec, target_spec: TargetSpec) -> dict[str, Any]:
 
 
 def make_game_buffer(cfg: GameBufferConfig, run: Any, *, env_spec: EnvSpec, target_spec: TargetSpec) -> Any:
-    """Build a :class:`~lzk_replay.buffer.GameBuffer` for the policy's K, n, γ and the env's shapes."""
+    """Build a :class:`~lzk_replay.buffer.GameBuffer` for the policy's K, n, γ (and value-prefix
+    horizon) and the env's shapes."""
     from lzk_replay.buffer import GameBuffer
 
     return GameBuffer(**cfg.buffer_kwargs(), **_geometry(env_spec, target_spec),
-                      reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size)
+                      reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size,
+                      value_prefix_horizon=target_spec.value_prefix_horizon)
 
 
 def make_sequence_buffer(cfg: SequenceGameBufferConfig, run: Any, *, env_spec: EnvSpec,
@@ -104,10 +106,21 @@ def make_outcome_buffer(cfg: OutcomeBufferConfig, run: Any, *, env_spec: EnvSpec
 def check_outcome_geometry(ctx: CheckContext) -> list[str]:
     """Outcome targets are single positions: no unroll, no stacked frames."""
     spec = ctx.target_spec
-    problems = check_capacity(ctx)
+    problems = check_per_step_rewards(ctx)
     if spec is not None and (spec.unroll_steps != 0 or spec.frame_stack != 1):
         problems.append(f"the outcome buffer serves single positions (K = 0, one frame); policy '{ctx.name('policy')}' "
                         f"unrolls {spec.unroll_steps} steps over {spec.frame_stack} frames: use buffer 'game'")
+    return problems
+
+
+def check_per_step_rewards(ctx: CheckContext) -> list[str]:
+    """Buffers without value-prefix targets (``unizero``, ``outcome``) refuse a policy whose
+    target spec asks for them, plus the capacity rule."""
+    spec = ctx.target_spec
+    problems = check_capacity(ctx)
+    if spec is not None and spec.value_prefix_horizon > 0:
+        problems.append(f"this buffer builds per-step reward targets only; policy '{ctx.name('policy')}' trains "
+                        f"on value prefixes (horizon {spec.value_prefix_horizon}): use buffer 'game'")
     return problems
 
 
@@ -125,13 +138,13 @@ def lzkernel_register_buffers() -> list[Component]:
     return [
         Component("game", factory=make_game_buffer, config=GameBufferConfig,
                   provides=(ReanalysableBuffer,), needs={"policy": (ObservationValues,)}, check=check_capacity,
-                  doc="Game-segment replay buffer (MuZero/ReZero): n-step targets, optional PER, "
-                      "ReZero buffer reanalysis."),
+                  doc="Game-segment replay buffer (MuZero/EfficientZero/ReZero): n-step targets, value "
+                      "prefixes when the policy asks, optional PER, ReZero buffer reanalysis."),
         Component("outcome", factory=make_outcome_buffer, config=OutcomeBufferConfig, check=check_outcome_geometry,
                   doc="Positions of whole episodes with the game's outcome as value target (AlphaZero): "
                       "uniform replay, no bootstrap."),
         Component("unizero", factory=make_sequence_buffer, config=SequenceGameBufferConfig,
-                  provides=(ReanalysableBuffer,), needs={"policy": (SequenceValues,)}, check=check_capacity,
+                  provides=(ReanalysableBuffer,), needs={"policy": (SequenceValues,)}, check=check_per_step_rewards,
                   doc="Game-segment replay buffer (UniZero): sequence bootstrap values, optional PER, "
                       "history-window buffer reanalysis of the oldest segments."),
     ]

@@ -21,6 +21,12 @@ D = the segment's stored transitions (padding included). Conventions:
 * Signs (two-player games): ``sign_j = +1`` if ``to_play[c+j] == to_play[c]`` else -1, on the
   absolute index c + j (fixes the SPEC §2.6 relative-index [BUG?]). With alternating players the
   bootstrap sign is (-1)^m; single-player envs (to_play = -1 everywhere) get +1 throughout.
+* Value prefixes (EfficientZero, ``value_prefix_horizon`` H > 0): ``target_value_prefix[k] =
+  Σ_{j = H·⌊k/H⌋}^{k} target_reward[j]``, the undiscounted reward sum since the dynamics LSTM was
+  last reset; the learner resets it before unroll steps 0, H, 2H, … and the search at node
+  depths H, 2H, … (addendum C.4/C.5). Rewards past the data are 0, so a prefix holds its value
+  after an episode's end; rewards in the K + n padding are the successor's real ones. Resets
+  count from each sample's own root (LightZero counts across the batch, C.4 [BUG?]).
 """
 from __future__ import annotations
 
@@ -48,13 +54,27 @@ def observation_bootstrap(store: SegmentStore, value_fn: ValueFn) -> BootstrapFn
     return values
 
 
+def value_prefix(rewards: np.ndarray, horizon: int) -> np.ndarray:
+    """Value-prefix targets [B, K] float32 of per-step reward targets ``rewards`` [B, K]: the sum
+    of the rewards since the last reset, resets before steps 0, H, 2H, … (H = ``horizon`` >= 1).
+    Each step's reward is prefix[k] − prefix[k − 1], or prefix[k] where k % H == 0."""
+    if horizon < 1:
+        raise ValueError(f"value-prefix horizon must be >= 1, got {horizon}")
+    out = np.empty(rewards.shape, np.float64)
+    for start in range(0, rewards.shape[1], horizon):
+        block = slice(start, start + horizon)
+        np.cumsum(rewards[:, block], axis=1, dtype=np.float64, out=out[:, block])
+    return out.astype(np.float32)
+
+
 def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll_steps: int,
                 td_steps: int, discount: float, rng: np.random.Generator, weights: np.ndarray,
                 indices: np.ndarray, value_fn: ValueFn | None = None,
-                bootstrap: BootstrapFn | None = None) -> Batch:
+                bootstrap: BootstrapFn | None = None, value_prefix_horizon: int = 0) -> Batch:
     """The batch for roots ``(slots [B], t [B])``. Bootstrap values come from ``bootstrap``, or
     else from :func:`observation_bootstrap` of ``value_fn``; either is called once (if any entry
-    bootstraps), after the padding actions have been drawn from ``rng``."""
+    bootstraps), after the padding actions have been drawn from ``rng``. With
+    ``value_prefix_horizon`` H > 0 the batch also carries the value prefixes of its rewards."""
     if bootstrap is None:
         if value_fn is None:
             raise ValueError("build_batch needs value_fn or bootstrap")
@@ -67,17 +87,19 @@ def build_batch(store: SegmentStore, slots: np.ndarray, t: np.ndarray, *, unroll
     c_obs = np.minimum(c, D)  # past the final observation: repeat it
     c_step = np.minimum(c, store.W - 1)  # a safe per-step index (masked where not real)
     random_actions = rng.integers(0, store.A, size=(B, K), dtype=np.int64)
+    target_reward = np.where(real[:, :K], store.rewards[s2[:, :K], c_step[:, :K]], 0.0).astype(np.float32)
     return Batch(
         obs=store.stacked_obs(s2, c),
         actions=np.where(real[:, :K], store.actions[s2[:, :K], c_step[:, :K]], random_actions),
         mask=real.astype(np.float32),
-        target_reward=np.where(real[:, :K], store.rewards[s2[:, :K], c_step[:, :K]], 0.0).astype(np.float32),
+        target_reward=target_reward,
         target_value=n_step_values(store, s2, c, bootstrap, td_steps, discount),
         target_policy=np.where(real[..., None], store.visit_dist[s2, c_step], 0.0).astype(np.float32),
         weights=np.asarray(weights, dtype=np.float32),
         indices=np.asarray(indices, dtype=np.int64),
         to_play=store.to_play[s2, c_obs],
         legal=store.legal[s2, c_obs] | (c > D)[..., None],
+        target_value_prefix=value_prefix(target_reward, value_prefix_horizon) if value_prefix_horizon > 0 else None,
     )
 
 

@@ -29,22 +29,10 @@ from typing import Sequence
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from lzk_common.blocks import SimNorm
 from lzk_unizero.attention import CausalSelfAttention, rope_tables
 from lzk_unizero.config import UniZeroModelConfig
-
-
-class SimNorm(nn.Module):
-    """Softmax over consecutive groups of ``group`` features: [*, E] → [*, E]."""
-
-    def __init__(self, group: int) -> None:
-        super().__init__()
-        self.group = group
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        return F.softmax(x.reshape(*shape[:-1], -1, self.group), dim=-1).reshape(shape)
 
 
 def final_norm(cfg: UniZeroModelConfig) -> nn.Module:

@@ -24,6 +24,8 @@ TINY = [
 POLICY = {
     "muzero": ["policy.model.latent_dim=32", "policy.model.proj_hidden=64", "policy.model.proj_out=64",
                "policy.model.pred_hidden=32", "policy.model.pred_out=64"],
+    "efficientzero": ["policy.model.latent_dim=32", "policy.model.lstm_hidden=16", "policy.model.proj_hidden=64",
+                      "policy.model.proj_out=64", "policy.model.pred_hidden=32", "policy.model.pred_out=64"],
     "unizero": ["policy.model.embed_dim=16", "policy.eval_num_simulations=4"],
     "alphazero": ["policy.eval_num_simulations=4", "policy.model.channels=8", "policy.model.num_res_blocks=1"],
 }

@@ -16,10 +16,12 @@ import pytest
 import torch
 
 from lzk_muzero.config import MuZeroModelConfig, MuZeroPolicyConfig
-from lzk_muzero.inference import SearchNetwork, fold_batchnorm
+from lzk_common import numba_mlp
+from lzk_common.inference import fold_batchnorm
+from lzk_common.numba_mlp import decode_row, dense, exp_f32
+from lzk_muzero.inference import SearchNetwork
 from lzk_muzero.models import build_model
-from lzk_muzero import numba_mlp
-from lzk_muzero.numba_mlp import NumbaMLP, decode_row, dense, exp_f32, folded_residual_mlp, pack_weights
+from lzk_muzero.numba_mlp import NumbaMLP, folded_residual_mlp, pack_weights
 from lzk_muzero.policy import MuZeroPolicy
 from lzk_common.support import DiscreteSupport, inverse_scalar_transform
 from muzero_helpers import make_batch, randomize, small_model_cfg, small_policy_cfg

@@ -10,7 +10,8 @@ import torch
 from lzk_common.learner import NonFiniteLossError, piecewise_lr_factor
 from lzk_muzero.learner import Learner, build_optimizer
 from lzk_common.losses import TensorBatch
-from lzk_muzero.loss import MuZeroLossWeights, muzero_loss
+from lzk_common.latent_loss import LatentLossWeights
+from lzk_muzero.loss import muzero_loss
 from lzk_muzero.models import build_model
 from lzk_common.support import DiscreteSupport
 from muzero_helpers import make_batch, randomize, small_policy_cfg
@@ -161,4 +162,4 @@ def test_bfloat16_learning_step_is_close_to_float32() -> None:
 
 def test_loss_weights_default_to_lightzero_cartpole() -> None:
     learner = _learner()
-    assert learner.weights == MuZeroLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=5e-3)
+    assert learner.weights == LatentLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=5e-3)

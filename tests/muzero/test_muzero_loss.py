@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from lzk_common.losses import TensorBatch, negative_cosine
-from lzk_muzero.loss import MuZeroLossWeights, muzero_loss
+from lzk_common.latent_loss import LatentLossWeights
+from lzk_muzero.loss import muzero_loss
 from lzk_muzero.models import build_model
 from lzk_common.support import DiscreteSupport
 from muzero_helpers import make_batch, randomize, small_model_cfg
@@ -57,7 +58,7 @@ def test_loss_equals_independent_computation() -> None:
     randomize(model, seed=5, std=0.2)  # eval mode: outputs do not depend on the batch
     batch = make_batch(b, k, a, (4,), seed=1)
     batch.mask[1, 0] = 0.0  # masks the SSL term of step 0 of sample 1
-    w = MuZeroLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=5e-3)
+    w = LatentLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=5e-3)
     support = DiscreteSupport.from_range([LO, HI + 1, 1])
     out = muzero_loss(model, TensorBatch.from_batch(batch, "cpu"), support, support, w)
 
@@ -97,7 +98,7 @@ def test_ssl_weight_zero_skips_ssl_and_padding_policy_is_free() -> None:
     randomize(model, seed=6)
     batch = make_batch(4, 2, 2, (4,))
     batch.target_policy[:, 2] = 0.0  # LightZero zero policy targets past the data: no loss
-    w = MuZeroLossWeights(ssl=0.0)
+    w = LatentLossWeights(ssl=0.0)
     out = muzero_loss(model, TensorBatch.from_batch(batch, "cpu"), *(DiscreteSupport.from_range([LO, HI + 1, 1]),) * 2, w)
     assert torch.all(out.ssl == 0.0)
     batch.target_policy[:, 2] = 0.5
@@ -132,7 +133,7 @@ def test_grouped_ssl_equals_per_step_calls_in_train_mode(model_type: str) -> Non
     batch = make_batch(16, 3, 2, obs_shape, seed=4)
     batch.obs[:, 2:] *= 3.0  # steps with different statistics: one shared normalisation would differ
     tb = TensorBatch.from_batch(batch, "cpu")
-    w = MuZeroLossWeights(value=0.0, reward=0.0, policy=0.0, ssl=1.0, entropy=0.0)
+    w = LatentLossWeights(value=0.0, reward=0.0, policy=0.0, ssl=1.0, entropy=0.0)
     support = DiscreteSupport.from_range([LO, HI + 1, 1])
     out = muzero_loss(model, tb, support, support, w)
     expected = _per_step_ssl_reference(reference, tb)

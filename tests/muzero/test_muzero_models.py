@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from lzk_muzero.config import MuZeroModelConfig
-from lzk_muzero.inference import FusedMLPRecurrent, SearchNetwork, fold_batchnorm
+from lzk_common.inference import fold_batchnorm
+from lzk_muzero.inference import FusedMLPRecurrent, SearchNetwork
 from lzk_muzero.models import build_model
 from lzk_common.support import DiscreteSupport
 from muzero_helpers import randomize, small_model_cfg

@@ -1,7 +1,8 @@
-"""Building blocks shared by the MuZero networks, and their common interface.
+"""Building blocks of the latent-model networks (MuZero, EfficientZero) and their common
+interface :class:`LatentNet` (representation, prediction, SSL projection).
 
 Every normalisation layer that can be folded for inference (BatchNorm) directly follows the
-Linear/Conv layer it normalises, inside an ``nn.Sequential``: :func:`lzk_muzero.inference.fold_batchnorm`
+Linear/Conv layer it normalises, inside an ``nn.Sequential``: :func:`lzk_common.inference.fold_batchnorm`
 relies on that layout.
 """
 from __future__ import annotations
@@ -160,11 +161,24 @@ class SSLHeads(nn.Module):
         return self.prediction_head(proj) if with_grad else proj.detach()
 
 
-class MuZeroNet(nn.Module):
-    """Interface of a MuZero network (implemented by the MLP and conv models).
+class SimNorm(nn.Module):
+    """Softmax over consecutive groups of ``group`` features: [*, E] → [*, E] (no parameters)."""
+
+    def __init__(self, group: int) -> None:
+        super().__init__()
+        self.group = group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        return F.softmax(x.reshape(*shape[:-1], -1, self.group), dim=-1).reshape(shape)
+
+
+class LatentNet(nn.Module):
+    """What every latent-model network has (MuZero, EfficientZero): a representation, a
+    prediction network and the optional SSL heads. The recurrent step is the algorithm's.
 
     Shapes: B batch, O' the (frame-stacked) observation shape, L the latent shape (``[D]`` or
-    ``[C, H, W]``), A actions, Nv/Nr the value/reward support sizes.
+    ``[C, H, W]``), A actions, Nv/Nr the value/reward (or value-prefix) support sizes.
     """
 
     num_actions: int
@@ -179,15 +193,6 @@ class MuZeroNet(nn.Module):
         value_logits, policy_logits = self.predict(latent)
         return latent, value_logits, policy_logits
 
-    def recurrent_inference(
-        self, latent: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(latent [B, *L], action [B] int64) → (next_latent [B, *L], reward_logits [B, Nr],
-        value_logits [B, Nv], policy_logits [B, A])."""
-        next_latent, reward_logits = self.dynamics(latent, action)
-        value_logits, policy_logits = self.predict(next_latent)
-        return next_latent, reward_logits, value_logits, policy_logits
-
     def project(self, latent: torch.Tensor, with_grad: bool = True) -> torch.Tensor:
         """SSL embedding of ``latent`` [B, *L] → [B, P] (see :class:`SSLHeads`)."""
         if self.ssl is None:
@@ -196,9 +201,6 @@ class MuZeroNet(nn.Module):
 
     # Implemented by subclasses.
     def represent(self, obs: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # pragma: no cover
         raise NotImplementedError
 
     def predict(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # pragma: no cover
