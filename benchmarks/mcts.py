@@ -13,7 +13,9 @@ measured on the same 2-core machine; the goal is half of them with a network sha
                                          #   "lightzero_ms", "goal_ms", "backend", ...}, ...]
     python benchmarks/mcts.py --backend both   # numba and torch, interleaved
     python benchmarks/mcts.py --learn    # also: learner step at batch 256 (float32; bfloat16 too on AMX/AVX-512 BF16 CPUs), with
-                                         #   its matmul GMAC (forward + backward) and the rate achieved
+                                         #   its matmul GMAC (forward + backward), the rate achieved, and the
+                                         #   same matmuls timed alone: the machine's peak for the learner's
+                                         #   shapes and the step's share of it (goal: >= 85% float32, 50% bf16)
 
 Backends (``policy.search_backend``): ``numba`` (the default: one compiled call per simulation,
 :mod:`lzk_muzero.numba_mlp`) or ``torch`` (the reference path); ``--backend both`` alternates the
@@ -31,13 +33,14 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 
+from gemm_peak import matmul_profile
+from lzk_common.precision import native_bf16
 from lzk_muzero.config import MuZeroPolicyConfig
 from lzk_muzero.policy import MuZeroPolicy
 
@@ -112,11 +115,8 @@ def _learn_batch(b: int, k: int, seed: int = 0) -> SimpleNamespace:
 
 
 def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str, float]:
-    """Learner steps at batch 256: median/min ms, and the step's matmul arithmetic (forward and
-    backward, counted by torch's FlopCounterMode) with the rate it ran at, which shows how close
-    the step is to the machine's matmul throughput."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    """Learner steps at batch 256: median/min ms, and the step's matmuls (forward and backward)
+    against the machine's rate for those very shapes (:func:`gemm_peak.matmul_profile`)."""
     torch.set_num_threads(threads)
     policy = _policy(25, threads, learn_dtype=dtype)
     batches = [_learn_batch(256, 5, seed) for seed in range(4)]
@@ -127,22 +127,9 @@ def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str
         if i >= warmup:
             ms.append((time.perf_counter() - t0) * 1e3)
         loss.append(metrics["train/loss_total"])
-    counter = FlopCounterMode(display=False)
-    with counter:
-        policy.learn(batches[0])
-    gmac = counter.get_total_flops() / 2e9
     median = statistics.median(ms)
-    return {"ms_per_step": median, "min_ms": min(ms), "final_loss": loss[-1], "gmac_per_step": gmac,
-            "gmac_per_s": gmac / (median / 1e3)}
-
-
-def _native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16), from /proc/cpuinfo."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    profile = matmul_profile(lambda: policy.learn(batches[0]), median / 1e3, threads)
+    return {"ms_per_step": median, "min_ms": min(ms), "final_loss": loss[-1], **profile}
 
 
 def main() -> None:
@@ -170,13 +157,16 @@ def main() -> None:
                          "backend": backend})
     learn_rows = []
     if args.learn:
-        dtypes = args.learn_dtypes or (("float32", "bfloat16") if _native_bf16() else ("float32",))
+        dtypes = args.learn_dtypes or (("float32", "bfloat16") if native_bf16("cpu") else ("float32",))
         for dtype in dtypes:
             r = bench_learn(dtype, args.learn_threads, warmup=3, repeats=max(5, args.repeats // 3))
             learn_rows.append({"learn_dtype": dtype, "batch": 256, "unroll_steps": 5, "threads": args.learn_threads,
                                "ms_per_step": round(r["ms_per_step"], 1), "min_ms": round(r["min_ms"], 1),
-                               "gmac_per_step": round(r["gmac_per_step"], 2), "gmac_per_s": round(r["gmac_per_s"], 1),
-                               "lightzero_ms": 210.0})
+                               "gmac_per_step": round(r["matmul_gmac"], 2),
+                               "gmac_per_s": round(r["achieved_gmac_per_s"], 1),
+                               "peak_gmac_per_s": round(r["peak_gmac_per_s"], 1), "gemm_ms": round(r["gemm_seconds"] * 1e3, 1),
+                               "share_of_peak": round(r["share_of_peak"], 3),
+                               "goal_share": 0.85 if dtype == "float32" else 0.5, "lightzero_ms": 210.0})
 
     if args.json:
         print(json.dumps(rows + learn_rows if args.learn else rows, indent=1))
@@ -191,7 +181,9 @@ def main() -> None:
     for r in learn_rows:
         print(f"learn {r['learn_dtype']:>8} B=256 K=5 threads={r['threads']}: {r['ms_per_step']:.1f} ms/step "
               f"(min {r['min_ms']:.1f}; LightZero ~{r['lightzero_ms']:.0f}); matmuls {r['gmac_per_step']:.1f} GMAC "
-              f"per step, run at {r['gmac_per_s']:.0f} GMAC/s")
+              f"per step, run at {r['gmac_per_s']:.0f} GMAC/s; the same matmuls alone: {r['gemm_ms']:.1f} ms "
+              f"({r['peak_gmac_per_s']:.0f} GMAC/s): {r['share_of_peak']:.0%} of the machine's peak for these shapes "
+              f"(goal {r['goal_share']:.0%})")
 
 
 if __name__ == "__main__":

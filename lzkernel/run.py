@@ -59,6 +59,7 @@ class RunContext:
         self.stop_signal: int | None = None
         self.status_text = ""
         self.derived_seeds: dict[str, int] = {}
+        self.notes: dict[str, Any] = {}
         self._start = time.monotonic()
         self._signals_seen = 0
         self._old_handlers: dict[int, Any] = {}
@@ -220,6 +221,13 @@ class RunContext:
     def emit_eval(self, metrics: Mapping[str, float]) -> None:
         if self.is_main:
             self.hooks.lzkernel_after_eval(run=self, metrics=dict(metrics))
+
+    def note(self, key: str, value: Any) -> None:
+        """Record a choice a component made when built (``policy.learn_dtype`` → 'float32') in
+        ``self.notes`` and, on the main rank, in the run dir's ``resolved.json``."""
+        self.notes[key] = value
+        if self.dir is not None:
+            self._write_json("resolved.json", self.notes)
 
     def progress(self, text: str) -> None:
         """Extra text for the console progress line (e.g. the last eval return)."""

@@ -25,8 +25,10 @@ def latent_policy_factory(policy_class: str) -> Callable[..., Any]:
         average = run.comm.average_gradients if run.world_size > 1 else None
         cls = getattr(importlib.import_module(module), name)
         seed = run.seed("policy", run.rank)
-        return cls(cfg, tuple(env_spec.obs_shape), int(env_spec.num_actions), device=run.device, seed=seed,
-                   average_gradients=average, symmetries=batch_symmetries(env_spec, cfg.augment_symmetries, seed))
+        policy = cls(cfg, tuple(env_spec.obs_shape), int(env_spec.num_actions), device=run.device, seed=seed,
+                     average_gradients=average, symmetries=batch_symmetries(env_spec, cfg.augment_symmetries, seed))
+        run.note("policy.learn_dtype", policy.learner.learn_dtype)  # what learn_dtype 'auto' chose
+        return policy
 
     make_policy.__doc__ = f"Build a {name} for ``env_spec`` on ``run.device`` (see latent_policy_factory)."
     return make_policy

@@ -35,6 +35,7 @@ from torch import nn
 
 from lzk_common.latent_loss import LatentLossWeights, LossOutput
 from lzk_common.losses import TensorBatch
+from lzk_common.precision import resolve_learn_dtype
 from lzk_common.support import DiscreteSupport
 
 AverageGradients = Callable[[Iterable[nn.Parameter]], None]
@@ -189,7 +190,9 @@ class LatentLearner(LearnerBase):
             value=cfg.value_loss_weight, reward=cfg.reward_loss_weight, policy=cfg.policy_loss_weight,
             ssl=cfg.ssl_loss_weight, entropy=cfg.entropy_loss_weight,
         )
-        self.autocast_dtype = torch.bfloat16 if cfg.learn_dtype == "bfloat16" else None
+        device = next(model.parameters()).device.type
+        self.learn_dtype = resolve_learn_dtype(cfg.learn_dtype, device)  # 'auto' resolved for this device
+        self.autocast_dtype = torch.bfloat16 if self.learn_dtype == "bfloat16" else None
 
     def loss(self, tb: TensorBatch) -> LossOutput:  # pragma: no cover - abstract
         """The algorithm's loss of ``tb`` under ``self.model`` (in train mode)."""

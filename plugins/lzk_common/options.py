@@ -195,9 +195,11 @@ class LatentPolicyOptions(SearchPolicyOptions):
     ssl_loss_weight: float = option(2.0, doc="Weight of the SSL consistency loss (0 disables it).", min=0.0)
     entropy_loss_weight: float = option(5e-3, doc="Weight of −H(π) (entropy bonus).", min=0.0)
     target_update_freq: int = option(100, doc="Assign the target network every N learner steps.", min=1)
-    learn_dtype: str = option("float32", doc="Matmul precision of the learner's forward pass: "
-                              "'float32' or 'bfloat16' (CPU/CUDA autocast; losses stay float32).",
-                              choices=("float32", "bfloat16"))
+    learn_dtype: str = option("auto", doc="Matmul precision of the learner's forward pass: 'float32', "
+                              "'bfloat16' (CPU/CUDA autocast; losses stay float32) or 'auto': bfloat16 where "
+                              "the device multiplies it natively (AMX or AVX-512 BF16 CPUs, bf16 GPUs), "
+                              "float32 elsewhere; the run records the choice in resolved.json.",
+                              choices=("auto", "float32", "bfloat16"))
     on_nonfinite: str = option("raise", doc="A non-finite loss or gradient norm: 'raise' an error, or "
                                "'skip' the optimizer step (reported as train/skipped_nonfinite).",
                                choices=("raise", "skip"))

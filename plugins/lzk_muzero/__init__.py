@@ -26,8 +26,9 @@ Decisions where LightZero (SPEC §2) leaves room or looks wrong:
 * Eval breaks search ties deterministically (LightZero's MuZero eval breaks them at random).
 * Acting and replay callbacks use BN-folded eval snapshots rebuilt when weights change, never
   the live (train-mode) model.
-* ``learn_dtype`` defaults to float32: on the development machine (AVX2, no AVX-512/AMX visible)
-  a bfloat16 autocast step was ~15× slower than float32.
+* ``learn_dtype`` defaults to ``auto``: bfloat16 autocast only where the device multiplies bf16
+  natively (AMX or AVX-512 BF16 CPUs, bf16 GPUs; :mod:`lzk_common.precision`), float32 elsewhere:
+  emulated bf16 (AVX2, AVX-512 without BF16) was 10–15× slower than float32.
 * A non-finite loss or gradient norm raises by default (``on_nonfinite: skip`` drops the batch
   and restores the BN statistics instead).
 """

@@ -191,12 +191,12 @@ def test_plugin_registration_and_factory() -> None:
     (component,) = plugin.lzkernel_register_policies()
     assert isinstance(component, Component) and component.name == "muzero"
     assert component.config is MuZeroPolicyConfig
-    run = SimpleNamespace(device="cpu", rank=0, world_size=1, seed=lambda *keys: 123, comm=None)
+    run = SimpleNamespace(device="cpu", rank=0, world_size=1, seed=lambda *keys: 123, comm=None, note=lambda k, v: None)
     env_spec = SimpleNamespace(obs_shape=(4,), num_actions=2)
     pol = component.factory(small_policy_cfg(), run, env_spec=env_spec)
     assert isinstance(pol, MuZeroPolicy) and pol.learner.average_gradients is None
     calls = []
-    run2 = SimpleNamespace(device="cpu", rank=1, world_size=2, seed=lambda *keys: 7,
+    run2 = SimpleNamespace(device="cpu", rank=1, world_size=2, seed=lambda *keys: 7, note=lambda k, v: None,
                            comm=SimpleNamespace(average_gradients=lambda params: calls.append(1)))
     pol2 = component.factory(small_policy_cfg(), run2, env_spec=env_spec)
     pol2.learn(make_batch(4, 3, 2, (4,)))

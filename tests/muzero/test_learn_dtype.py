@@ -1,0 +1,84 @@
+"""``learn_dtype: auto``: bfloat16 exactly where the device multiplies it natively (the machine's
+flags are mocked), float32 elsewhere; the choice reaches the learner and the run directory."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from lzk_common import precision
+from lzk_common.precision import cpu_flags, native_bf16, resolve_learn_dtype
+from lzk_muzero import plugin
+from muzero_helpers import small_policy_cfg
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ((), "float32"),                                                      # unreadable /proc/cpuinfo
+    (("sse4_2", "avx2", "fma"), "float32"),                               # AVX2 only
+    (("avx2", "avx512f", "avx512bw", "avx512_vnni"), "float32"),          # AVX-512 without BF16
+    (("avx2", "avx512f", "avx512_bf16"), "bfloat16"),                     # Cooper Lake, Zen 4
+    (("avx2", "avx512f", "amx_tile", "amx_int8"), "float32"),             # AMX without its bf16 unit
+    (("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"), "bfloat16"),  # Sapphire Rapids
+])
+def test_auto_picks_bf16_only_on_native_cpus(flags: tuple[str, ...], expected: str) -> None:
+    assert resolve_learn_dtype("auto", "cpu", flags) == expected
+
+
+def test_explicit_choices_pass_through_and_bad_ones_fail() -> None:
+    assert resolve_learn_dtype("float32", "cpu", ("amx_bf16",)) == "float32"
+    assert resolve_learn_dtype("bfloat16", "cpu", ()) == "bfloat16"
+    with pytest.raises(ValueError, match="learn_dtype"):
+        resolve_learn_dtype("float16", "cpu", ())
+
+
+def test_cuda_asks_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_learn_dtype("auto", "cuda", ()) == "bfloat16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert resolve_learn_dtype("auto", "cuda:0", ("amx_bf16",)) == "float32"  # CPU flags do not count
+
+
+def test_cpu_flags_reads_the_flags_line(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: X\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\n"
+                    "flags\t\t: fpu\n")
+    assert cpu_flags(info) == {"fpu", "avx2", "avx512_bf16"}
+    assert native_bf16("cpu", cpu_flags(info))
+    assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+@pytest.mark.parametrize("machine_flags, dtype", [(frozenset({"avx2"}), None),
+                                                  (frozenset({"amx_bf16"}), torch.bfloat16)])
+def test_the_default_reaches_the_learner_and_the_run(monkeypatch: pytest.MonkeyPatch,
+                                                     machine_flags: frozenset[str], dtype: torch.dtype | None) -> None:
+    monkeypatch.setattr(precision, "cpu_flags", lambda *a: machine_flags)
+    cfg = small_policy_cfg()
+    assert cfg.learn_dtype == "auto"  # the default
+    notes: dict[str, str] = {}
+    run = SimpleNamespace(device="cpu", rank=0, world_size=1, seed=lambda *keys: 1, comm=None,
+                          note=notes.__setitem__)
+    (component,) = plugin.lzkernel_register_policies()
+    policy = component.factory(cfg, run, env_spec=SimpleNamespace(obs_shape=(4,), num_actions=2))
+    assert policy.learner.autocast_dtype is dtype
+    assert notes == {"policy.learn_dtype": "float32" if dtype is None else "bfloat16"}
+
+
+def test_a_run_records_its_choice_in_resolved_json(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lzkernel", "run", str(ROOT / "configs/cartpole_muzero.yaml"), f"run.out_dir={out}",
+         "run.max_env_steps=40", "run.progress=false", "run.threads=1", "policy.num_simulations=2",
+         "policy.batch_size=8", "collector.envs=1", "collector.n_episode=1", "evaluator.envs=1",
+         "evaluator.episodes=1", "update_schedule.updates_per_collect=1", "policy.model.latent_dim=16"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    expected = resolve_learn_dtype("auto", "cpu")  # this machine's answer
+    assert json.loads((out / "resolved.json").read_text()) == {"policy.learn_dtype": expected}
