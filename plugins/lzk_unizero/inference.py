@@ -10,6 +10,8 @@ them. Callers run these under ``torch.inference_mode()``.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -98,7 +100,10 @@ class SearchSession:
         self.net, self.store, self.cached, self.backend = net, store, cached, backend
         self.B = obs.shape[0]
         store.reset(num_simulations + 1, self.B, net.action_tokens)
+        t0 = time.perf_counter()
         self.root_value_logits, self.root_policy_logits, _ = root_inference(net, obs, actions, n_obs, store)
+        #: Seconds inside the network (root inference and every model step, decoding included).
+        self.forward_seconds = time.perf_counter() - t0
         self.kv = KVRows.of(store.kv, net.H)
         self.keep = keep_tokens(store.T)
         self.joint_decode = value_support.same_as(reward_support)
@@ -114,6 +119,13 @@ class SearchSession:
     def __call__(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
         """The model step (see the class docstring): contexts at ``parent_slot`` extended by
         ``action`` into ``child_slot`` (slots = store rows ``node·B + b``)."""
+        t0 = time.perf_counter()
+        try:
+            return self._step(parent_slot, action, child_slot)
+        finally:
+            self.forward_seconds += time.perf_counter() - t0
+
+    def _step(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
         if self._numba is not None:
             return StepOutput(*self._call_numba(parent_slot, action, child_slot))
         st, net = self.store, self.net

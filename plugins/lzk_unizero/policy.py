@@ -101,6 +101,7 @@ class UniZeroPolicy(SearchPolicyBase):
         """Search B root windows (``root_inference`` format) with the ``which`` ('online' or
         'target') model → (SearchResult, root values [B] predicted by the model). The one search
         path of ``act`` and ``reanalyze_fn``."""
+        t0 = time.perf_counter()
         with torch_threads(self.cfg.search_threads), torch.inference_mode():
             net = self._net(which)
             if self._store is None or self._store.dtype != net.dtype or self._store.device != net.device:
@@ -115,6 +116,8 @@ class UniZeroPolicy(SearchPolicyBase):
                 session, session.root_policy_logits.float().cpu().numpy(), legal,
                 np.asarray(to_play, dtype=np.int64), self._search_config(sims), self.rng,
                 add_noise=add_noise, deterministic=deterministic)
+        share = session.forward_seconds / max(time.perf_counter() - t0, 1e-12)
+        result.stats["search/network_share"] = share
         return result, pred_value
 
     def _backend(self, net: InferenceNet) -> str:
