@@ -7,6 +7,14 @@ Each seed runs `lzkernel run CONFIG run.seed=S ...` in its own process (so numbe
 as a user sees them), with `evaluator.stop_value` set to the threshold and `evaluator.episodes` to
 10, so the run stops as soon as it is solved. Results are printed as a table and written as JSON
 (`--json-out`, default benchmarks/results/time_to_solve_<config>.json).
+
+    python benchmarks/time_to_solve.py configs/cartpole_rezero.yaml --seeds 0 1 2 3 4 --against-lightzero
+
+``--against-lightzero [ALGO]`` races LightZero 0.2.0 side by side, seed by seed (LightZero first,
+then ours, never at once), with the rival kit (``../shared/rival/``, or ``--rival-dir``): its
+CartPole config for ALGO (default: from the config's name), the same success test and per-seed
+time limit. Both sides go into the JSON; the goal is then judged against the measured LightZero
+median (``--goal-ratio``, default 0.5) instead of the figure from the issue text.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ import time
 from pathlib import Path
 
 from _results import write_results
+from _rival import algo_of, default_rival_dir, run_lightzero
 
 # LightZero 0.2.0 medians measured on this 2-core machine (issue text): seconds to mean return 200.
 LIGHTZERO_MEDIAN_S = {"cartpole_muzero": 377.0, "cartpole_rezero": 224.0, "cartpole_unizero": 825.0}
@@ -77,21 +86,34 @@ def censored_median(values: list[float | None]) -> float | None:
     return None if m == float("inf") else m
 
 
-def summarise(config: str, threshold: float, episodes: int, seeds: list[int], results: list[dict]) -> dict:
+def summarise(config: str, threshold: float, episodes: int, seeds: list[int], results: list[dict],
+              lightzero: dict | None = None, goal_ratio: float = 0.5) -> dict:
     """The JSON summary of per-seed results. The goal needs every seed solved; the medians count
-    unsolved seeds as slower than every solved one (so 2 of 3 solved still has a median)."""
+    unsolved seeds as slower than every solved one (so 2 of 3 solved still has a median).
+    ``lightzero``: {"algo", "results"} of a side-by-side race; its median then sets the goal."""
     name = Path(config).stem
     all_solved = all(r["solved"] for r in results)
     median = censored_median([r["seconds_to_solve"] for r in results])
-    lz = LIGHTZERO_MEDIAN_S.get(name)
+    lz, source = LIGHTZERO_MEDIAN_S.get(name), "issue text (another machine)"
+    race = None
+    if lightzero is not None:
+        lz_results = lightzero["results"]
+        lz = censored_median([r["seconds_to_solve"] for r in lz_results])
+        source = "measured side by side"
+        race = {"algo": lightzero["algo"], "results": lz_results, "median_seconds_to_solve": lz,
+                "median_env_steps_to_solve": censored_median([r["env_steps_to_solve"] for r in lz_results]),
+                "all_solved": all(r["solved"] for r in lz_results)}
+    goal = lz * goal_ratio if lz else None
     return {
         "config": config, "threshold": threshold, "eval_episodes": episodes,
         "seeds": seeds, "all_solved": all_solved, "median_seconds_to_solve": median,
         "median_env_steps_to_solve": censored_median([r["env_steps_to_solve"] for r in results]),
-        "lightzero_median_s": lz, "goal_s": lz / 2 if lz else None,
+        "lightzero_median_s": lz, "lightzero_median_source": source if lz else None,
+        "ratio_to_lightzero": round(median / lz, 3) if (lz and median is not None) else None,
+        "goal_ratio": goal_ratio, "goal_s": goal,
         # No LightZero reference for this config: no goal to meet (None, not False).
-        "meets_goal": (bool(all_solved and median is not None and median <= lz / 2) if lz else None),
-        "cpu_count": os.cpu_count(), "results": results,
+        "meets_goal": (bool(all_solved and median is not None and median <= goal) if goal else None),
+        "lightzero": race, "cpu_count": os.cpu_count(), "results": results,
     }
 
 
@@ -104,13 +126,29 @@ def main() -> int:
     ap.add_argument("--max-env-steps", type=int, default=100_000)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per seed")
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--against-lightzero", nargs="?", const="auto", default=None, metavar="ALGO",
+                    help="race LightZero 0.2.0's CartPole config for ALGO (rezero, muzero, efficientzero, "
+                         "unizero; default: from the config's name) seed by seed with the rival kit")
+    ap.add_argument("--rival-dir", type=Path, default=None, help="the rival kit (default ../shared/rival)")
+    ap.add_argument("--goal-ratio", type=float, default=0.5, help="goal: median <= this x LightZero's")
     ap.add_argument("overrides", nargs="*", help="extra config overrides for every seed")
     args = ap.parse_intermixed_args()
 
     name = Path(args.config).stem
-    results = []
+    algo = args.against_lightzero
+    if algo == "auto":
+        algo = algo_of(args.config)
+        if algo is None:
+            ap.error(f"--against-lightzero: no LightZero CartPole counterpart known for {name}; name one")
+    results, lz_results = [], []
     with tempfile.TemporaryDirectory(prefix="tts_") as tmp:
         for seed in args.seeds:
+            if algo is not None:  # LightZero first, then ours: one run at a time
+                lzr = run_lightzero(algo, seed, args.threshold, args.episodes, args.timeout, Path(tmp) / f"lz_{seed}",
+                                    args.rival_dir or default_rival_dir())
+                lz_results.append(lzr)
+                print(f"seed {seed}: LightZero {algo} solved={lzr['solved']} seconds={lzr['seconds_to_solve']} "
+                      f"env_steps={lzr['env_steps_to_solve']} rc={lzr['returncode']}", flush=True)
             r = run_seed(args.config, seed, args.threshold, args.episodes, args.max_env_steps,
                          args.timeout, Path(tmp), args.overrides)
             results.append(r)
@@ -121,14 +159,19 @@ def main() -> int:
                   flush=True)
             if r["stderr_tail"]:
                 print(r["stderr_tail"], file=sys.stderr)
-    summary = summarise(args.config, args.threshold, args.episodes, args.seeds, results)
+    summary = summarise(args.config, args.threshold, args.episodes, args.seeds, results,
+                        {"algo": algo, "results": lz_results} if algo is not None else None, args.goal_ratio)
     median, lz = summary["median_seconds_to_solve"], summary["lightzero_median_s"]
-    print(f"\n{'seed':>4} {'solved':>6} {'seconds':>8} {'env_steps':>9} {'iters':>6}")
-    for r in results:
-        print(f"{r['seed']:>4} {str(r['solved']):>6} {str(r['seconds_to_solve']):>8} "
-              f"{str(r['env_steps_to_solve']):>9} {str(r['train_iters_to_solve']):>6}")
-    print(f"median seconds to solve: {median}  (LightZero {lz}, goal <= {summary['goal_s']})  "
-          f"meets goal: {summary['meets_goal']}")
+    print(f"\n{'seed':>4} {'solved':>6} {'seconds':>8} {'env_steps':>9} {'iters':>6}"
+          + (f" | {'LightZero s':>11} {'env_steps':>9}" if lz_results else ""))
+    for i, r in enumerate(results):
+        row = (f"{r['seed']:>4} {str(r['solved']):>6} {str(r['seconds_to_solve']):>8} "
+               f"{str(r['env_steps_to_solve']):>9} {str(r['train_iters_to_solve']):>6}")
+        if lz_results:
+            row += f" | {str(lz_results[i]['seconds_to_solve']):>11} {str(lz_results[i]['env_steps_to_solve']):>9}"
+        print(row)
+    print(f"median seconds to solve: {median}  (LightZero {lz}, {summary['lightzero_median_source']}; "
+          f"ratio {summary['ratio_to_lightzero']}, goal <= {summary['goal_s']})  meets goal: {summary['meets_goal']}")
     write_results(summary, f"time_to_solve_{name}.json", args.json_out)
     return 0
 

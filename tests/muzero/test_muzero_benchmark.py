@@ -12,6 +12,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mcts.py"
 
 
 def test_json_output_contract(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # its sibling modules (gemm_peak)
     spec = importlib.util.spec_from_file_location("lzk_bench_mcts", SCRIPT)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -25,3 +26,20 @@ def test_json_output_contract(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Ca
         assert {"batch", "simulations", "ms_per_search", "network_share", "lightzero_ms", "goal_ms"} <= set(r)
         assert r["ms_per_search"] > 0 and 0.0 < r["network_share"] <= 1.0
         assert r["goal_ms"] == r["lightzero_ms"] / 2
+
+
+def test_learn_rows_report_the_share_of_the_machine_peak(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("lzk_bench_mcts_learn", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "CASES", [(2, 3, 13.0)])
+    monkeypatch.setattr(sys, "argv", ["mcts.py", "--json", "--repeats", "2", "--warmup", "0", "--learn",
+                                      "--learn-threads", "1", "--learn-dtypes", "float32"])
+    bench.main()
+    (learn,) = [r for r in json.loads(capsys.readouterr().out) if "learn_dtype" in r]
+    assert learn["learn_dtype"] == "float32" and learn["goal_share"] == 0.85
+    assert learn["gmac_per_step"] > 10  # batch 256, K = 5: ~16 GMAC of matmuls
+    assert learn["peak_gmac_per_s"] > learn["gmac_per_s"] > 0 and 0 < learn["share_of_peak"] < 1
+    assert learn["gemm_ms"] < learn["ms_per_step"]
