@@ -1,14 +1,7 @@
-"""lzk_unizero tests run single-threaded with tiny models: CPUs are shared with other jobs."""
-from __future__ import annotations
-
+"""lzk_unizero tests run single-threaded with torch seeded (tiny networks; CPUs shared with other jobs)."""
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread_and_seed():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    yield
-    torch.set_num_threads(before)
+def _single_thread(one_thread_and_seed: None) -> None:
+    """Every test here: see tests/conftest.py."""
