@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 from _results import write_results  # noqa: E402
 
-CONFIGS = ("configs/atari_pong_muzero.yaml", "configs/atari_pong_unizero.yaml")
+CONFIGS = ("configs/atari_pong_muzero.yaml", "configs/atari_pong_efficientzero.yaml", "configs/atari_pong_unizero.yaml")
 
 
 def build(config: str, capacity: int) -> dict[str, Any]:
