@@ -13,6 +13,7 @@ Shape letters: E envs, A actions, O observation shape.
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -168,7 +169,7 @@ class GymVectorEnv:
         # (None: after restoring np_random to _replay_rng[i]) and steps _replay_actions[i].
         self._replay_seed: list[int | None] = [None] * num_envs
         self._replay_rng: list[dict[str, Any] | None] = [None] * num_envs
-        self._replay_actions: list[list[int]] = [[] for _ in range(num_envs)]
+        self._replay_actions: list[array[int]] = [array("q") for _ in range(num_envs)]  # int64, compact
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -229,7 +230,7 @@ class GymVectorEnv:
         if seed is not None or self.replay_from == "episode":
             self._replay_seed[i] = seed
             self._replay_rng[i] = None if seed is not None else generator_state(self._envs[i].unwrapped.np_random)
-            self._replay_actions[i] = []
+            self._replay_actions[i] = array("q")
         obs, info = self._envs[i].reset(seed=seed)
         self._obs[i] = self._check_obs(i, obs)
         self._legal[i] = self._mask(i, info)
@@ -315,7 +316,7 @@ class GymVectorEnv:
         meta = {"kind": "gymnasium", "env_id": self.env_id, "num_envs": self.num_envs, "seed": self.seed,
                 "replay_from": self.replay_from, "replay_seed": list(self._replay_seed),
                 "replay_rng": list(self._replay_rng)}
-        arrays = {"actions": np.array([a for acts in self._replay_actions for a in acts], np.int64),
+        arrays = {"actions": np.concatenate([np.array(a, np.int64) for a in self._replay_actions]),
                   "lengths": np.array([len(a) for a in self._replay_actions], np.int64),
                   "obs": self._obs.copy(), "legal": self._legal.copy(), "ret": self._ret.copy(), "len": self._len.copy()}
         return meta, arrays
@@ -339,7 +340,7 @@ class GymVectorEnv:
                     obs, info = env.reset()
             self._obs[i], self._legal[i] = self._check_obs(i, obs), self._mask(i, info)
             self._replay_seed[i], self._replay_rng[i] = seed, rng
-            self._replay_actions[i] = actions.tolist()
+            self._replay_actions[i] = array("q", actions.astype(np.int64).tobytes())
         check_restored(f"gymnasium env {self.env_id!r}", {"obs": self._obs, "legal": self._legal}, arrays)
         self._ret[:], self._len[:] = arrays["ret"], arrays["len"]
         self._seeded = self._started = True
