@@ -35,9 +35,9 @@ and stop-after-eval (rank 0 decides, broadcast), "enough data to train" (all ran
 ready), stop on budget or signal (any rank), reanalyse now (:meth:`LoopTrainer.agree`). Rank
 0's initial weights are broadcast once; after every update the floating buffers of the
 policy's models that the update moved (``policy.updated_buffers()``: BatchNorm running
-statistics) are averaged over ranks, so parameters *and* buffers stay bit-identical. Checkpoints (written by rank 0) carry every rank's own state
-(sample RNG, policy RNG, collector counters, replay buffer), and resume requires the same
-world size.
+statistics) are averaged over ranks, so parameters *and* buffers stay bit-identical.
+Checkpoints (written by rank 0) carry every rank's own state (sample RNG, policy RNG, collector
+counters and running episodes, replay buffer), and resume requires the same world size.
 """
 from __future__ import annotations
 
