@@ -184,6 +184,8 @@ class LoopTrainer(LoopCheckpoints):
         if self.cfg.eval_at_start and not resumed:
             self._evaluate_and_decide(force=True)
         progress, self._progress = self._progress, None
+        if resumed and self._should_stop():  # the budget was spent already: nothing to do, nothing to save
+            return
         while True:
             if progress is not None:  # resumed inside an epoch: finish it
                 updates = progress[0]
