@@ -23,7 +23,8 @@ class RunConfig:
         "alignment- and load-dependent BLAS paths at some speed cost.")
     checkpoint_every: int = option(1000, doc="Save a checkpoint every this many train iterations (0: only at the end).", min=0)
     keep_last: int = option(3, doc="Periodic checkpoints kept; older ones are deleted after a new one commits.", min=1)
-    save_buffer: bool = option(True, doc="Include the replay buffer in checkpoints (exact resume).")
+    save_buffer: bool = option(True, doc="Include the replay buffer and the collector's running episodes in "
+                               "checkpoints (exact resume: docs/architecture.md, Resume).")
     log_every: int = option(100, doc="Average and emit train metrics every this many train iterations.", min=1)
     progress: bool = option(True, doc="Show a console progress line.")
 

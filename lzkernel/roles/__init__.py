@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lzkernel.roles.data import Batch, Trajectory
 from lzkernel.roles.env import (EnvSpec, EvalVariantEnvSpec, FrameCallback, FrameEnvSpec, Opponent,
-                                RenderableEnvSpec, Simulator, SimulatorEnvSpec, SimulatorStep, StepBatch,
+                                RenderableEnvSpec, ResumableVectorEnv, Simulator, SimulatorEnvSpec, SimulatorStep, StepBatch,
                                 SymmetricEnvSpec, Symmetry, VectorEnv)
 from lzkernel.roles.infra import CommBackend, Trainer, UpdateSchedule
 from lzkernel.roles.policy import (
@@ -24,11 +24,11 @@ from lzkernel.roles.policy import (
 )
 from lzkernel.roles.replay import ReanalysableBuffer, ReplayBuffer
 from lzkernel.roles.table import ROLE_SPECS, ROLE_TABLE, ROLES, RoleSpec
-from lzkernel.roles.workers import Collector, Evaluator, ReplayableEvaluator
+from lzkernel.roles.workers import Collector, Evaluator, ReplayableEvaluator, ResumableCollector
 
 __all__ = [
     "ROLES", "ROLE_SPECS", "ROLE_TABLE", "ActResult", "ActingPolicy", "Batch", "Collector", "CommBackend",
-    "EnvSpec", "EvalVariantEnvSpec", "Evaluator", "FrameCallback", "FrameEnvSpec", "RenderableEnvSpec", "LearningPolicy", "ObservationValues", "Opponent", "ReanalysableBuffer", "ReplayBuffer", "ReplayableEvaluator",
+    "EnvSpec", "EvalVariantEnvSpec", "Evaluator", "FrameCallback", "FrameEnvSpec", "RenderableEnvSpec", "LearningPolicy", "ObservationValues", "Opponent", "ReanalysableBuffer", "ReplayBuffer", "ReplayableEvaluator", "ResumableCollector", "ResumableVectorEnv",
     "RoleSpec", "SearchCaches", "SequenceValues", "Simulator", "SimulatorEnvSpec", "SimulatorStep", "StepBatch", "SymmetricEnvSpec", "Symmetry", "TargetSpec",
     "Trainer", "Trajectory", "UpdateSchedule", "VectorEnv",
 ]

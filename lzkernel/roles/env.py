@@ -55,6 +55,27 @@ class VectorEnv(Protocol):
 
 
 @runtime_checkable
+class ResumableVectorEnv(VectorEnv, Protocol):
+    """A vector env whose running episodes can be checkpointed and continued exactly.
+
+    ``state_dict`` after any ``reset``/``step``; ``load_state_dict`` on a fresh vector env made by
+    the same spec with the same ``num_envs`` and ``seed`` (before its ``reset``) puts every env
+    where the saved one was: the same running episode, the same position in it and the same RNG
+    state, so that the same actions give bit-identical ``step`` results. How is the env's choice
+    (a snapshot of each env, or its seed or RNG state and the actions since, replayed).
+    """
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(meta, arrays)``: plain values (checkpointable with ``torch.load(weights_only=True)``)
+        and numpy arrays (no object dtype)."""
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
+        """Continue from a :meth:`state_dict`; returns the current rows as :meth:`reset` does (rewards
+        zero, no episode ended). Raises ``ValueError`` when the state does not fit this vector env
+        or the env does not come back to the saved observations (it is not deterministic)."""
+
+
+@runtime_checkable
 class EnvSpec(Protocol):
     """Built by the ``env`` component: what a policy needs to know and how to make envs."""
 

@@ -102,7 +102,9 @@ class LearningPolicy(ActingPolicy, Protocol):
         """Weights were changed from outside (a broadcast, a load): drop derived snapshots."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Models, optimizer, counters and RNG: loadable with ``torch.load(weights_only=True)``."""
+        """Models, optimizer, counters, RNG and any per-env acting state (e.g. histories that
+        root windows are built from, so a resumed run acts as the uninterrupted one): loadable
+        with ``torch.load(weights_only=True)``."""
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 

@@ -37,7 +37,9 @@ class ReplayBuffer(Protocol):
         since sampling are ignored. Returns the number written."""
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """``(meta, arrays)``: JSON-able meta and numpy arrays of everything stored."""
+        """``(meta, arrays)``: JSON-able meta and numpy arrays of everything stored, including
+        what ``push`` keeps back (unfinished pieces waiting for more data), so that a restored
+        buffer continues exactly as this one would."""
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None: ...
 

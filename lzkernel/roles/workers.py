@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from lzkernel.roles.data import Trajectory
     from lzkernel.roles.policy import ActingPolicy
 
@@ -24,6 +26,21 @@ class Collector(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ResumableCollector(Collector, Protocol):
+    """A collector whose work in progress a checkpoint can hold, so that a resumed run collects
+    exactly what the uninterrupted run would have: its envs' running episodes (through
+    :class:`~lzkernel.ResumableVectorEnv`), frame windows, episode timesteps, the pieces not yet
+    returned, and its RNG states. The loop saves it with every full checkpoint and restores it
+    after :meth:`load_state_dict`."""
+
+    def episode_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(meta, arrays)``: plain values and numpy arrays of the work in progress."""
+
+    def load_episode_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from an :meth:`episode_state` (of a collector with the same config and seed)."""
 
 
 @runtime_checkable

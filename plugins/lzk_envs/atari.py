@@ -246,5 +246,7 @@ class AtariEnvSpec:
 
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        # The lives of one game are episodes that share the emulator: a restored env replays its
+        # whole history since the seeded first reset (see GymVectorEnv).
         return GymVectorEnv(self.id, lambda: AtariEnv(self.settings), num_envs, seed, self.obs_shape,
-                            self.num_actions, on_frame=on_frame)
+                            self.num_actions, on_frame=on_frame, replay_from="seed")

@@ -13,14 +13,15 @@ Shape letters: E envs, A actions, O observation shape.
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import gymnasium
 import numpy as np
 
-from lzkernel import ConfigError, FrameCallback, LzkernelError, StepBatch
-from lzk_envs.vector import check_step_args
+from lzkernel import ConfigError, FrameCallback, LzkernelError, StepBatch, generator_state, set_generator_state
+from lzk_envs.vector import check_step_args, check_restored
 
 
 class EnvError(LzkernelError, RuntimeError):
@@ -124,6 +125,14 @@ class GymVectorEnv:
 
     Invariants between calls: ``_obs[i]``, ``_legal[i]`` are env i's current state (of its
     running episode), ``_ret[i]``/``_len[i]`` that episode's return and length so far.
+
+    Checkpoints (:class:`lzkernel.ResumableVectorEnv`) hold no env object: for every env, how its
+    replay starts (its seed, or the state of its ``np_random`` right before the reset) and the
+    actions taken since; :meth:`load_state_dict` replays them on fresh envs and checks that they
+    reach the saved observations. ``replay_from="episode"`` (gymnasium's envs) starts at the
+    running episode's reset: exact for envs whose reset draws its randomness from ``np_random``
+    and keeps nothing of the previous episode. ``"seed"`` (envs whose episodes share state, as
+    Atari's lives of one game) replays everything since the env's seeded first reset.
     """
 
     def __init__(
@@ -135,9 +144,14 @@ class GymVectorEnv:
         obs_shape: tuple[int, ...],
         num_actions: int,
         on_frame: FrameCallback | None = None,
+        replay_from: str = "episode",
     ) -> None:
         """``on_frame``: env 0 (made with ``render_mode="rgb_array"``) draws every state its steps
-        reach into it, before any auto-reset (:class:`lzkernel.RenderableEnvSpec`)."""
+        reach into it, before any auto-reset (:class:`lzkernel.RenderableEnvSpec`);
+        ``replay_from``: where a restored env's replay starts (class docstring)."""
+        if replay_from not in ("episode", "seed"):
+            raise ValueError(f"replay_from must be 'episode' or 'seed', got {replay_from!r}")
+        self.replay_from = replay_from
         self.env_id = env_id
         self.on_frame = on_frame
         self.num_envs = num_envs
@@ -151,6 +165,11 @@ class GymVectorEnv:
         self._ret = np.zeros(num_envs, np.float64)  # [E] running episode return
         self._len = np.zeros(num_envs, np.int64)  # [E] running episode length
         self._started = False
+        # Replay records (class docstring): env i's replay starts with reset(seed=_replay_seed[i])
+        # (None: after restoring np_random to _replay_rng[i]) and steps _replay_actions[i].
+        self._replay_seed: list[int | None] = [None] * num_envs
+        self._replay_rng: list[dict[str, Any] | None] = [None] * num_envs
+        self._replay_actions: list[array[int]] = [array("q") for _ in range(num_envs)]  # int64, compact
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -208,6 +227,10 @@ class GymVectorEnv:
 
     def _reset_one(self, i: int) -> None:
         seed = self.seed + i if not self._seeded else None
+        if seed is not None or self.replay_from == "episode":
+            self._replay_seed[i] = seed
+            self._replay_rng[i] = None if seed is not None else generator_state(self._envs[i].unwrapped.np_random)
+            self._replay_actions[i] = array("q")
         obs, info = self._envs[i].reset(seed=seed)
         self._obs[i] = self._check_obs(i, obs)
         self._legal[i] = self._mask(i, info)
@@ -268,6 +291,7 @@ class GymVectorEnv:
                     f"(num_actions={self.num_actions}, legal={np.flatnonzero(self._legal[i]).tolist()})"
                 )
             obs, r, term, trunc, info = self._envs[i].step(a)
+            self._replay_actions[i].append(a)
             reward[i] = self._check_reward(i, r)
             final_obs[i] = self._obs[i] = self._check_obs(i, obs)
             self._legal[i] = self._mask(i, info)
@@ -280,6 +304,49 @@ class GymVectorEnv:
                 ep_ret[i], ep_len[i] = self._ret[i], self._len[i]
                 self._reset_one(i)
         return self._batch(reward, terminated, truncated, final_obs, ep_ret, ep_len)
+
+    # -- ResumableVectorEnv ----------------------------------------------------------------------
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Meta: per env the replay's start (seed or ``np_random`` state); arrays: the actions
+        since (``actions`` [ΣT] int64, ``lengths`` [E]) and the state they lead to (``obs``
+        [E, *O], ``legal`` [E, A], ``ret``, ``len`` [E])."""
+        if not self._started:
+            raise ValueError(f"gymnasium env {self.env_id!r}: state_dict() before reset()")
+        meta = {"kind": "gymnasium", "env_id": self.env_id, "num_envs": self.num_envs, "seed": self.seed,
+                "replay_from": self.replay_from, "replay_seed": list(self._replay_seed),
+                "replay_rng": list(self._replay_rng)}
+        arrays = {"actions": np.concatenate([np.array(a, np.int64) for a in self._replay_actions]),
+                  "lengths": np.array([len(a) for a in self._replay_actions], np.int64),
+                  "obs": self._obs.copy(), "legal": self._legal.copy(), "ret": self._ret.copy(), "len": self._len.copy()}
+        return meta, arrays
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
+        """Replay every env from its saved start on this (fresh) vector env; the current rows."""
+        mine = {"kind": "gymnasium", "env_id": self.env_id, "num_envs": self.num_envs, "seed": self.seed,
+                "replay_from": self.replay_from}
+        if {k: meta.get(k) for k in mine} != mine:
+            raise ValueError(f"env state {({k: meta.get(k) for k in mine})} does not fit this vector env {mine}")
+        ends = np.cumsum(arrays["lengths"])
+        for i, env in enumerate(self._envs):
+            seed, rng = meta["replay_seed"][i], meta["replay_rng"][i]
+            if rng is not None:
+                set_generator_state(env.unwrapped.np_random, rng)
+            obs, info = env.reset(seed=seed)
+            actions = arrays["actions"][ends[i] - arrays["lengths"][i]: ends[i]]
+            for a in actions:
+                obs, _, term, trunc, info = env.step(int(a))
+                if term or trunc:  # replay_from="seed": the next episode of the same env
+                    obs, info = env.reset()
+            self._obs[i], self._legal[i] = self._check_obs(i, obs), self._mask(i, info)
+            self._replay_seed[i], self._replay_rng[i] = seed, rng
+            self._replay_actions[i] = array("q", actions.astype(np.int64).tobytes())
+        check_restored(f"gymnasium env {self.env_id!r}", {"obs": self._obs, "legal": self._legal}, arrays)
+        self._ret[:], self._len[:] = arrays["ret"], arrays["len"]
+        self._seeded = self._started = True
+        e = self.num_envs
+        return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
+                           self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
 
     def close(self) -> None:
         for env in self._envs:

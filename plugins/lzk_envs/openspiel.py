@@ -29,7 +29,7 @@ import numpy as np
 from lzkernel import Opponent, StepBatch, Symmetry
 from lzk_envs.openspiel_game import game_id, load_game
 from lzk_envs.openspiel_sim import OpenSpielSimulator, observation_shape
-from lzk_envs.vector import check_step_args
+from lzk_envs.vector import check_restored, check_step_args
 
 
 @dataclass
@@ -98,7 +98,9 @@ class OpenSpielVectorEnv:
     ``_obs[i]``/``_legal[i]``/``_to_play[i]`` its view, ``_len[i]`` the moves made in it.
 
     The supported games are deterministic (no chance nodes, checked at config time), so the seed
-    cannot change a game; it is kept for the :class:`~lzkernel.VectorEnv` contract.
+    cannot change a game; it is kept for the :class:`~lzkernel.VectorEnv` contract. For the same
+    reason a checkpoint (:class:`lzkernel.ResumableVectorEnv`) holds each row's moves so far,
+    which :meth:`load_state_dict` plays again from a new game.
     """
 
     def __init__(self, env_id: str, sim: OpenSpielSimulator, num_envs: int, seed: int) -> None:
@@ -184,6 +186,40 @@ class OpenSpielVectorEnv:
                 ep_len[done] = self._len[done]
                 self._new_games(done)
         return self._batch(reward, terminated, final_obs, ep_ret, ep_len)
+
+    # -- ResumableVectorEnv ----------------------------------------------------------------------
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Meta: which env; arrays: the running games' moves (``actions`` [ΣT] int64, ``lengths``
+        [E]) and their views (``obs`` [E, *O], ``legal`` [E, A], ``to_play`` [E])."""
+        if not self._started:
+            raise ValueError(f"openspiel env {self.env_id!r}: state_dict() before reset()")
+        moves = [list(state.history()) for state in self._states]
+        meta = {"kind": "openspiel", "env_id": self.env_id, "num_envs": self.num_envs}
+        arrays = {"actions": np.array([a for m in moves for a in m], np.int64),
+                  "lengths": np.array([len(m) for m in moves], np.int64),
+                  "obs": self._obs.copy(), "legal": self._legal.copy(), "to_play": self._to_play.copy()}
+        return meta, arrays
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
+        """Play every row's saved moves from a new game; the current rows (as :meth:`reset`)."""
+        mine = {"kind": "openspiel", "env_id": self.env_id, "num_envs": self.num_envs}
+        if {k: meta.get(k) for k in mine} != mine:
+            raise ValueError(f"env state {({k: meta.get(k) for k in mine})} does not fit this vector env {mine}")
+        self._new_games(np.arange(self.num_envs))
+        ends = np.cumsum(arrays["lengths"])
+        for i, state in enumerate(self._states):
+            for a in arrays["actions"][ends[i] - arrays["lengths"][i]: ends[i]]:
+                state.apply_action(int(a))
+        view = self._sim.observe(self._states)
+        self._obs[:], self._legal[:], self._to_play[:] = view.obs, view.legal, view.to_play
+        self._len[:] = arrays["lengths"]
+        check_restored(f"openspiel env {self.env_id!r}",
+                       {"obs": self._obs, "legal": self._legal, "to_play": self._to_play}, arrays)
+        self._started = True
+        e = self.num_envs
+        return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), self._obs.copy(),
+                           np.zeros(e, np.float32), np.zeros(e, np.int64))
 
     def close(self) -> None:
         self._states = [None] * self.num_envs

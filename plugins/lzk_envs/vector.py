@@ -1,4 +1,5 @@
-"""What every vector env of this plugin checks on ``step``: the shapes of ``actions`` and ``active``.
+"""What every vector env of this plugin checks: the shapes of ``step``'s ``actions`` and ``active``,
+and that a restored state reaches the saved observations.
 
 Shape letters: E envs.
 """
@@ -23,3 +24,15 @@ def check_step_args(who: str, num_envs: int, actions: np.ndarray,
     if active.shape != (num_envs,):
         raise ValueError(f"{who}: active must have shape ({num_envs},), got {active.shape}")
     return actions, active
+
+
+def check_restored(who: str, got: dict[str, np.ndarray], saved: dict[str, np.ndarray]) -> None:
+    """Raise ``ValueError`` unless every array of ``got`` (what replaying a saved env state led
+    to) equals the saved one bit for bit: an env that does not come back is not deterministic
+    given what was saved, and continuing from it would silently be another run."""
+    for name, value in got.items():
+        want = np.asarray(saved[name])
+        if value.shape != want.shape or value.tobytes() != want.astype(value.dtype, copy=False).tobytes():
+            rows = [i for i in range(min(len(value), len(want))) if value[i].tobytes() != want[i].tobytes()]
+            raise ValueError(f"{who}: restoring the saved env state did not reproduce the saved {name} (env "
+                             f"indices {rows[:8]}); the env is not deterministic given its seed, RNG and actions")

@@ -2,7 +2,7 @@
 
 One epoch::
 
-    evaluate (when due, rank 0; the stop decision is broadcast)
+    evaluate (when due, rank 0; the stop decision is broadcast; a signal stops here)
     collect            (every rank, its own envs)
     schedule updates   (identical on every rank: counts are summed through the comm backend)
     push + trim        (the buffer enforces its capacity)
@@ -10,8 +10,16 @@ One epoch::
     for i in range(updates):
         before_update(i)  (hook: in-loop reanalysis)
         sample → learn → priorities;  log / checkpoint when due
+        stop on a signal; evaluate when due; stop on stop_value or max_train_iters
     after_epoch()      (hook: e.g. clear caches built with the old weights)
     stop on budget, stop_value or a signal (decided once, broadcast)
+
+A run that stops inside an epoch's updates (a signal, ``run.max_train_iters``, an evaluation
+that reached the stop value) with something of the epoch left to do saves where it stopped
+(``_progress``: the epoch's update count, the updates done, whether the decisions after the last
+one were taken), and so does every periodic checkpoint; a resumed run finishes that epoch first. With the collector's episodes, the buffer's kept-back pieces and every RNG in the
+checkpoint (:mod:`lzk_loop.state`), K iterations, a resume and K more are the 2K iterations of
+an uninterrupted run, bit for bit (one machine, one thread count: ``docs/architecture.md``).
 
 Subclasses override the hooks; everything else (counters, metrics, the stop protocol, and with
 :class:`~lzk_loop.state.LoopCheckpoints` checkpoints and resume) lives here so every algorithm
@@ -27,9 +35,9 @@ and stop-after-eval (rank 0 decides, broadcast), "enough data to train" (all ran
 ready), stop on budget or signal (any rank), reanalyse now (:meth:`LoopTrainer.agree`). Rank
 0's initial weights are broadcast once; after every update the floating buffers of the
 policy's models that the update moved (``policy.updated_buffers()``: BatchNorm running
-statistics) are averaged over ranks, so parameters *and* buffers stay bit-identical. Checkpoints (written by rank 0) carry every rank's own state
-(sample RNG, policy RNG, collector counters, replay buffer), and resume requires the same
-world size.
+statistics) are averaged over ranks, so parameters *and* buffers stay bit-identical.
+Checkpoints (written by rank 0) carry every rank's own state (sample RNG, policy RNG, collector
+counters and running episodes, replay buffer), and resume requires the same world size.
 """
 from __future__ import annotations
 
@@ -124,6 +132,9 @@ class LoopTrainer(LoopCheckpoints):
         self.resumed = False
         self.buffer_restored = False  # a resume loaded this rank's replay buffer
         self._stop_now = False
+        #: Inside an epoch's updates: (updates of the epoch, updates done, decisions after the
+        #: last one taken); None between epochs. Checkpointed (a resume finishes the epoch).
+        self._progress: tuple[int, int, bool] | None = None
 
     # -- hooks for subclasses ----------------------------------------------------------------
 
@@ -172,29 +183,51 @@ class LoopTrainer(LoopCheckpoints):
             self._collect(random_policy=True, n_episode=self.cfg.random_collect_episodes)
         if self.cfg.eval_at_start and not resumed:
             self._evaluate_and_decide(force=True)
+        progress, self._progress = self._progress, None
+        if resumed and self._should_stop():  # the budget was spent already: nothing to do, nothing to save
+            return
         while True:
-            if self._should_eval() and self._evaluate_and_decide():
-                break
-            collected = self._collect()
-            updates = int(self.schedule.updates(collected))
-            self.before_train(updates)
-            self._train_epoch(updates)
+            if progress is not None:  # resumed inside an epoch: finish it
+                updates = progress[0]
+                stopped = self._train_epoch(updates, start=progress[1], decided=progress[2])
+                progress = None
+            else:
+                eval_due, signalled = self._decisions()
+                if signalled or (eval_due and self._evaluate_and_decide()):
+                    break
+                collected = self._collect()
+                updates = int(self.schedule.updates(collected))
+                self.before_train(updates)
+                stopped = self._train_epoch(updates)
+            if stopped and self._progress != (updates, updates, True):
+                break  # inside the epoch: the checkpoint says where (self._progress)
             self.after_epoch()
             self.epoch += 1
+            self._progress = None
             if self._should_stop():
                 break
         self._save()
         if self.evaluator is not None and self.last_eval is not None:
             run.progress(f"done: last eval {self.last_eval:.1f}")
 
-    def _train_epoch(self, updates: int) -> None:
+    def _train_epoch(self, updates: int, start: int = 0, decided: bool = True) -> bool:
+        """Updates ``start`` .. ``updates - 1`` of this epoch (a resumed run starts inside it:
+        ``decided=False`` first takes the decisions that follow update ``start - 1``). True when
+        the run stops after an update (``self._progress`` says where), False when the epoch's
+        updates are done (or there was not enough data)."""
         run = self.run
         batch_size = self.spec.batch_size
-        needed = max(batch_size, self.train_start_transitions())
-        # Train only when every rank holds enough data (decided once per epoch: the buffer size
-        # does not change inside the update loop), so all ranks run the same number of updates.
-        ready = self._all_ranks(self.buffer.num_transitions > needed) if updates > 0 else False
-        for i in range(updates):
+        if start > 0:
+            self._progress = (updates, start, decided)
+            if not decided and self._after_update():
+                return True
+            ready = True  # updates ran in this epoch already
+        else:
+            needed = max(batch_size, self.train_start_transitions())
+            # Train only when every rank holds enough data (decided once per epoch: the buffer size
+            # does not change inside the update loop), so all ranks run the same number of updates.
+            ready = self._all_ranks(self.buffer.num_transitions > needed) if updates > 0 else False
+        for i in range(start, updates):
             self.before_update(i, updates)
             if not ready:
                 break
@@ -210,22 +243,32 @@ class LoopTrainer(LoopCheckpoints):
             self.timer.add("sample", t1 - t0)
             self.timer.add("learn", t2 - t1)
             run.train_iter += 1
+            self._progress = (updates, i + 1, False)
             for k, v in metrics.items():
                 self._pending[k].append(float(v))
             if run.train_iter % run.cfg.log_every == 0:
                 self._emit_train()
             if run.cfg.checkpoint_every and run.train_iter % run.cfg.checkpoint_every == 0:
                 self._save()
-            eval_due, signalled = self._decisions()
-            if signalled:  # SIGINT/SIGTERM: leave within one update, the caller saves
-                self._stop_now = True
-                return
-            # Evaluate between updates too, so evaluations fall every N iterations exactly.
-            if eval_due and self._evaluate_and_decide():
-                self._stop_now = True
-                return
-            if run.train_iter >= run.cfg.max_train_iters:
-                return
+            if self._after_update():
+                return True
+        return False
+
+    def _after_update(self) -> bool:
+        """The decisions after an update: stop on a signal (leave within one update, the caller
+        saves), evaluate when due (between updates too, so evaluations fall every N iterations
+        exactly), stop on the evaluation or ``max_train_iters``. True: stop now."""
+        run = self.run
+        eval_due, signalled = self._decisions()
+        if signalled:  # the decisions are left untaken: a resumed run takes them
+            self._stop_now = True
+            return True
+        stop = bool(eval_due and self._evaluate_and_decide())
+        assert self._progress is not None
+        self._progress = (self._progress[0], self._progress[1], True)
+        if stop:
+            self._stop_now = True
+        return stop or run.train_iter >= run.cfg.max_train_iters
 
     # -- phases ------------------------------------------------------------------------------
 
@@ -246,14 +289,13 @@ class LoopTrainer(LoopCheckpoints):
                           "buffer/transitions": float(self.buffer.num_transitions), "sys/rss_mb": rss_mb()})
         return local
 
-    def _should_eval(self) -> bool:
-        return self._decisions()[0]
-
     def _decisions(self) -> tuple[bool, bool]:
         """(evaluation due, stop signal received), decided on rank 0 and broadcast in one
-        collective so that no rank can take a different branch."""
-        due = bool(self.evaluator.should_eval(self.run.train_iter)) if self.evaluator is not None else False
-        decided = self.run.comm.broadcast_object([due, bool(self.run.stop_requested)])
+        collective so that no rank can take a different branch. A signal comes first: the
+        evaluator then records nothing, and a resumed run evaluates where this one would have."""
+        signalled = bool(self.run.stop_requested)
+        due = (not signalled and self.evaluator is not None and bool(self.evaluator.should_eval(self.run.train_iter)))
+        decided = self.run.comm.broadcast_object([due, signalled])
         return bool(decided[0]), bool(decided[1])
 
     def _evaluate_and_decide(self, force: bool = False) -> bool:
@@ -270,7 +312,7 @@ class LoopTrainer(LoopCheckpoints):
             self.last_eval = mean
             run.emit_eval(metrics)
             if self.evaluator.is_best(mean):
-                run.save_checkpoint(self._state()[0], tag="best")
+                run.save_checkpoint(self._state(arrays=False)[0], tag="best")
             # LightZero stops only after training started (train_iter > 0); so do we.
             stop = bool(self.evaluator.reached(mean)) and run.train_iter > 0
         return bool(run.comm.broadcast_object(stop))

@@ -31,8 +31,9 @@ class GameBuffer:
     """Replay buffer of game segments (see the module docstring and :mod:`lzk_replay.storage`).
 
     ``push`` cuts trajectories with one :class:`SegmentCutter` per ``env_id``; pieces that have
-    not ended keep their incomplete tail in the cutter (not checkpointed: after a resume the next
-    piece of that env starts a fresh stream).
+    not ended keep their incomplete tail in the cutter. The tails and each env's last stored
+    non-final segment (whose successor shares its frames) are checkpointed with the segments, so
+    after a resume the next piece of an env continues its stream as it would have.
     """
 
     #: Extra per-slot arrays of the segment store (name -> (shape, dtype)), for subclasses.
@@ -226,10 +227,16 @@ class GameBuffer:
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(meta, arrays)``: JSON-able meta and the live segments' arrays (priorities
-        included). Kept-back cutter tails are not included."""
+        included), plus what the cutters keep back (``cutter/<env>/<field>``) and each env's last
+        stored non-final segment (meta ``env_tail``)."""
         meta, arrays = self.store.state()
-        meta.update(version=_STATE_VERSION, geometry=self._geometry(),
-                    reanalyze_cursor=self._reanalyze_cursor)
+        cutters = []
+        for env_id, cutter in self._cutters.items():
+            index, stream = cutter.state_dict()
+            cutters.append([int(env_id), index])
+            arrays.update({f"cutter/{env_id}/{k}": v for k, v in stream.items()})
+        meta.update(version=_STATE_VERSION, geometry=self._geometry(), reanalyze_cursor=self._reanalyze_cursor,
+                    cutters=cutters, env_tail=[[int(e), int(g)] for e, g in self._env_tail.items()])
         return meta, arrays
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -245,7 +252,11 @@ class GameBuffer:
             raise ValueError(f"buffer state geometry {meta['geometry']} does not match {mine}")
         self.store.load(meta, arrays)
         self._cutters.clear()
-        self._env_tail.clear()
+        for env_id, index in meta.get("cutters", []):  # states from before the cutters were saved: none
+            prefix = f"cutter/{env_id}/"
+            cutter = self._cutters[env_id] = SegmentCutter(self.L, self.K + self.n, self.S, env_id)
+            cutter.load_state_dict(index, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+        self._env_tail = {int(e): int(g) for e, g in meta.get("env_tail", [])}
         self._reanalyze_cursor = int(meta["reanalyze_cursor"])
         self._refresh_weights(self.store.live_slots())
         self.store.drop_oldest(_overflow_prefix(self.store.valid_len[self.store.live_slots()], self.capacity))

@@ -18,7 +18,8 @@ rewards and L + K + n root values / visit distributions.
 
 :class:`SegmentCutter` keeps one env's stream across calls: a piece that has not ``ended`` keeps
 its last segments back until their padding has arrived (the segment collector case). An episode
-collector only sends ended episodes, which are cut completely.
+collector only sends ended episodes, which are cut completely. What is kept is part of the
+buffer's checkpoint (:meth:`SegmentCutter.state_dict`), so a resumed run continues the stream.
 """
 from __future__ import annotations
 
@@ -110,6 +111,18 @@ class SegmentCutter:
         self._stream = s
         out += self._emit(ended=traj.ended, terminal=traj.terminal)
         return out
+
+    def state_dict(self) -> tuple[int, dict[str, np.ndarray]]:
+        """(index of the open segment within its episode, the kept stream's arrays: ``frames``
+        and one per step or observation field; empty when nothing is kept)."""
+        return self._index, {} if self._stream is None else {k: v.copy() for k, v in self._stream.items()}
+
+    def load_state_dict(self, index: int, stream: dict[str, np.ndarray]) -> None:
+        """Keep what :meth:`state_dict` returned (a later piece continues it)."""
+        fields = {"frames", *_STEP_FIELDS, *_OBS_FIELDS}
+        if stream and set(stream) != fields:
+            raise ValueError(f"cutter stream has fields {sorted(stream)}, expected {sorted(fields)}")
+        self._index, self._stream = int(index), ({k: np.array(v) for k, v in stream.items()} if stream else None)
 
     def flush(self) -> list[GameSegment]:
         """Emit everything kept, as an episode truncated at the last observation (bootstrap from

@@ -138,6 +138,25 @@ class EnvHistory:
         self._pairs.clear()
         self._next_t.clear()
 
+    def state(self) -> list[tuple[Hashable, np.ndarray, list[int], int | None]]:
+        """Every key's (key, observations [n, *O], actions [n], next timestep), n <= M: what a
+        checkpoint keeps so that a resumed run's root windows are the ones it would have seen."""
+        out = []
+        for key, q in self._pairs.items():
+            obs = np.stack([o for o, _ in q]) if q else np.zeros((0,), np.float32)
+            out.append((key, obs, [a for _, a in q], self._next_t.get(key)))
+        return out
+
+    def load(self, entries: list[tuple[Hashable, np.ndarray, list[int], int | None]]) -> None:
+        """Replace the histories by :meth:`state`'s ``entries``."""
+        self.clear()
+        for key, obs, actions, next_t in entries:
+            q = self._pairs[key] = deque(maxlen=self.max_pairs)
+            for o, a in zip(obs, actions):
+                q.append((np.array(o, copy=True), int(a)))
+            if next_t is not None:
+                self._next_t[key] = int(next_t)
+
 
 def window_inputs(history: EnvHistory, keys: list[Hashable], obs: np.ndarray,
                   timesteps: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

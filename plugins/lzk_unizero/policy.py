@@ -159,6 +159,20 @@ class UniZeroPolicy(SearchPolicyBase):
         return ActResult(actions, visit_distribution(visits), np.asarray(result.root_value, dtype=np.float32),
                          pred_value, metrics)
 
+    def state_dict(self) -> dict[str, Any]:
+        """As :meth:`SearchPolicyBase.state_dict`, plus the per-env histories (``env_history``:
+        per (mode, env) the observations [n, *O'] as a tensor, the actions and the next timestep),
+        so that a resumed run acts from the windows the uninterrupted run would have."""
+        history = [{"mode": mode, "env": int(env), "obs": torch.from_numpy(np.ascontiguousarray(obs)),
+                    "actions": actions, "next_t": next_t}
+                   for (mode, env), obs, actions, next_t in self.history.state()]
+        return {**super().state_dict(), "env_history": history}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.history.load([((h["mode"], int(h["env"])), h["obs"].numpy(), list(h["actions"]), h["next_t"])
+                           for h in state.get("env_history", [])])  # older states: no history
+
     def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:
         """Episodes ended: drop those envs' histories for ``mode``."""
         for e in env_ids:

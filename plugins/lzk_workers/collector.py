@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from lzkernel import ActingPolicy, EnvSpec, Trajectory
+from lzkernel import ActingPolicy, EnvSpec, Trajectory, generator_state, set_generator_state
 from lzk_workers.rollout import EpisodePlayer, PlayResult, RandomActor, balanced_quotas
 
 
@@ -30,7 +30,8 @@ def episode_metrics(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float
 
 class CollectorBase:
     """A recording :class:`EpisodePlayer` on ``envs`` persistent envs, the random warm-up actor,
-    the env-step and episode counters (the checkpointed state) and the ``collect/...`` metrics.
+    the env-step and episode counters (:meth:`state_dict`), the work in progress
+    (:meth:`episode_state`: a :class:`lzkernel.ResumableCollector`) and the ``collect/...`` metrics.
 
     Subclasses may wrap the acting policy (:meth:`_acting`) and turn what was played into the
     trajectories they return and their episode metrics (:meth:`_summarise`)."""
@@ -81,6 +82,17 @@ class CollectorBase:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.total_env_steps = int(state["total_env_steps"])
         self.total_episodes = int(state["total_episodes"])
+
+    def episode_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The player's running episodes and pieces (:meth:`EpisodePlayer.state_dict`, arrays
+        under ``player/``) and the random actor's RNG state."""
+        meta, arrays = self.player.state_dict()
+        return ({"player": meta, "random_rng": generator_state(self.random_actor.rng)},
+                {f"player/{k}": v for k, v in arrays.items()})
+
+    def load_episode_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        set_generator_state(self.random_actor.rng, meta["random_rng"])
+        self.player.load_state_dict(meta["player"], {k[7:]: v for k, v in arrays.items() if k.startswith("player/")})
 
     def close(self) -> None:
         self.player.close()

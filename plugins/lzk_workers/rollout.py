@@ -26,8 +26,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, StepBatch, Trajectory, VectorEnv, encode_frames,
-                      sample_from_weights)
+from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, ResumableVectorEnv, StepBatch, Trajectory,
+                      VectorEnv, encode_frames, sample_from_weights)
 
 
 def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
@@ -122,6 +122,45 @@ class _PieceRecord:
         self.obs.append(obs)
         self.legal.append(legal)
         self.to_play.append(to_play)
+
+    #: Per-transition fields (:meth:`pack`): name -> dtype that holds the recorded values exactly.
+    _STEP = {"actions": np.int64, "rewards": np.float64, "visits": np.float32, "root_values": np.float64,
+             "pred_values": np.float64}
+    _OBS = {"legal": bool, "to_play": np.int64}  # per observation, besides obs (kept as recorded)
+
+    @classmethod
+    def pack(cls, records: Sequence[_PieceRecord]) -> dict[str, np.ndarray]:
+        """The records as arrays: ``t0``, ``length`` [R] int64, the per-transition fields
+        concatenated [ΣT, ...] and the per-observation ones [Σ(T+1), ...] (``obs`` in its
+        recorded dtype). Needs at least one record."""
+        a = records[0].legal[0].shape  # (A,): the trailing shape of visits and legal
+        out = {"t0": np.array([r.t0 for r in records], np.int64),
+               "length": np.array([len(r) for r in records], np.int64),
+               "obs": np.concatenate([np.stack(r.obs) for r in records])}
+        for name, dt in {**cls._STEP, **cls._OBS}.items():
+            tail = a if name in ("visits", "legal") else ()
+            out[name] = np.concatenate([np.asarray(getattr(r, name), dt).reshape(-1, *tail) for r in records])
+        return out
+
+    @classmethod
+    def unpack(cls, arrays: dict[str, np.ndarray]) -> list[_PieceRecord]:
+        """The records :meth:`pack` packed, equal field by field."""
+        out, step, obs = [], 0, 0
+        for t0, n in zip(arrays["t0"].tolist(), arrays["length"].tolist()):
+            o = slice(obs, obs + n + 1)
+            rec = cls(arrays["obs"][obs].copy(), arrays["legal"][obs].copy(), int(arrays["to_play"][obs]), t0)
+            rec.obs = list(arrays["obs"][o].copy())
+            rec.legal = list(arrays["legal"][o].copy())
+            rec.to_play = [int(v) for v in arrays["to_play"][o]]
+            sl = slice(step, step + n)
+            rec.actions = [int(v) for v in arrays["actions"][sl]]
+            rec.rewards = [float(v) for v in arrays["rewards"][sl]]
+            rec.visits = list(arrays["visits"][sl].copy())
+            rec.root_values = [float(v) for v in arrays["root_values"][sl]]
+            rec.pred_values = [float(v) for v in arrays["pred_values"][sl]]
+            out.append(rec)
+            step, obs = step + n, obs + n + 1
+        return out
 
     def to_trajectory(self, env_id: int, ended: bool, terminal: bool, episode_return: float) -> Trajectory:
         t = len(self.actions)
@@ -342,6 +381,48 @@ class EpisodePlayer:
         # After an end batch.obs[i] is the reset observation (never the terminal one); after a
         # cut it is the observation just reached, which is also the emitted piece's obs[T].
         self._start(i, batch, 0 if ended else t)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(meta, arrays)`` of the work in progress: the vector env's state (``env/...``, a
+        :class:`~lzkernel.ResumableVectorEnv`), frame windows ``window`` [E, S, *O], timesteps
+        ``timestep`` [E] and the running pieces (``piece/...``, :meth:`_PieceRecord.pack`, for the
+        envs ``piece/env`` [R]). Nothing before the first play; meta ``skipped`` says why when
+        the vector env cannot be saved (a resume then starts fresh episodes)."""
+        if self._state is None:
+            return {"started": False}, {}
+        if not isinstance(self.venv, ResumableVectorEnv):
+            return {"started": False, "skipped": f"{type(self.venv).__name__} is not a ResumableVectorEnv"}, {}
+        env_meta, env_arrays = self.venv.state_dict()
+        arrays = {f"env/{k}": v for k, v in env_arrays.items()}
+        arrays.update(window=self.window.frames.copy(), timestep=self.timestep.copy())
+        ids = [i for i, r in enumerate(self._records) if r is not None]
+        if ids:
+            arrays["piece/env"] = np.array(ids, np.int64)
+            packed = _PieceRecord.pack([self._records[i] for i in ids])  # type: ignore[misc]
+            arrays.update({f"piece/{k}": v for k, v in packed.items()})
+        return {"started": True, "env": env_meta, "record": self.record}, arrays
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Continue from :meth:`state_dict` (a fresh player of the same env spec, size and seed).
+        A state without a started player leaves this one to start fresh episodes."""
+        if not meta.get("started"):
+            return
+        if not isinstance(self.venv, ResumableVectorEnv):
+            raise ValueError(f"{type(self.venv).__name__} is not a ResumableVectorEnv: cannot restore its episodes")
+        if bool(meta["record"]) != self.record or arrays["window"].shape != self.window.frames.shape:
+            raise ValueError(f"episode state (record={meta['record']}, window {arrays['window'].shape}) does not fit "
+                             f"this player (record={self.record}, window {self.window.frames.shape})")
+        self._state = self.venv.load_state_dict(meta["env"], {k[4:]: v for k, v in arrays.items()
+                                                              if k.startswith("env/")})
+        self.window.frames[:] = arrays["window"]
+        self.timestep[:] = arrays["timestep"]
+        self._records = [None] * self.num_envs
+        if "piece/env" in arrays:
+            pieces = _PieceRecord.unpack({k[6:]: v for k, v in arrays.items() if k.startswith("piece/")})
+            for i, rec in zip(arrays["piece/env"].tolist(), pieces):
+                self._records[i] = rec
 
     def close(self) -> None:
         self.venv.close()

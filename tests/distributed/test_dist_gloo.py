@@ -185,3 +185,22 @@ def test_torchrun_rank_raising_fails_the_run_and_names_the_rank(tmp_path: Path) 
     assert "Root Cause" in launch.output and "rank      : 1 (local_rank: 1)" in launch.output
     assert launch.seconds < 60 + 30  # within the comm timeout (plus start-up), not torch's 30 minutes
     assert not leftover_processes(launch.pids, marker=str(out))
+
+
+@pytest.mark.slow  # three 2-rank launches
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed next to this interpreter")
+def test_torchrun_resume_is_exact(tmp_path: Path) -> None:
+    """2 ranks: 20 iterations straight and 10 (inside an epoch of 4 updates) + resume + 10 end
+    with bit-identical checkpoints (every rank's buffer, episodes and RNGs) and metrics."""
+    sys.path.insert(0, str(HERE.parent / "fault"))
+    import resume_helpers
+
+    straight, split, dump = tmp_path / "straight", tmp_path / "split", tmp_path / "dump"
+    for out, extra in ((straight, ["run.max_train_iters=20"]), (split, ["run.max_train_iters=10"]),
+                       (split, ["run.max_train_iters=20", "--resume", "auto"])):
+        launch = torchrun(_train_args(out, dump, "run.checkpoint_every=0", *extra), 2, timeout=240)
+        assert launch.returncode == 0, launch.output[-5000:]
+    diffs = resume_helpers.differences(straight, split, 20)
+    assert not diffs, "\n".join(diffs[:25])
+    ckpt = resume_helpers.checkpoint(split / "ckpt/step_000000000010")
+    assert any(k.startswith("arrays/rank1/collector/player/env/") for k in ckpt)  # rank 1's own episodes

@@ -84,3 +84,23 @@ def test_area_resize_matches_a_dense_area_average() -> None:
         idx, w = _area_taps(210, size)
         assert np.allclose(w.sum(axis=0), 1.0) and idx.max() < 210
     assert warp_frame(rgb, 64, False).shape == (3, 64, 64)
+
+
+def test_a_saved_vector_env_replays_its_game_on_fresh_envs() -> None:
+    """Lives of one game share the emulator, so a restored Atari env replays everything since
+    its seeded first reset (episodes end every 15 steps here) and then steps exactly as the
+    original."""
+    spec = make_atari_env(AtariEnvConfig(game="pong", frame_size=32, max_episode_steps=15))
+    venv, rng = spec.make_vector(2, seed=5), np.random.default_rng(1)
+    venv.reset()
+    for _ in range(40):
+        venv.step(rng.integers(0, 6, 2))
+    meta, arrays = venv.state_dict()
+    assert meta["replay_from"] == "seed" and arrays["lengths"].tolist() == [40, 40]
+    fresh = spec.make_vector(2, seed=5)
+    np.testing.assert_array_equal(fresh.load_state_dict(meta, arrays).obs, venv._obs)
+    for _ in range(20):
+        actions = rng.integers(0, 6, 2)
+        a, b = venv.step(actions), fresh.step(actions)
+        for name in ("obs", "reward", "terminated", "truncated", "final_obs", "episode_return"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)

@@ -192,3 +192,69 @@ def test_step_before_reset() -> None:
     venv = make_gym_env(GymEnvConfig(id="LzkTest/MaskedToy-v0"), None).make_vector(1, seed=0)
     with pytest.raises(RuntimeError, match="before reset"):
         venv.step(np.array([1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# ResumableVectorEnv: a saved state continues exactly on fresh envs
+# ---------------------------------------------------------------------------------------------
+
+
+def _step_both(a, b, rng: np.random.Generator, steps: int) -> None:  # noqa: ANN001 - two vector envs
+    """Step ``a`` and ``b`` with the same random legal actions (some rows inactive); every field
+    of every batch must agree bit for bit."""
+    for _ in range(steps):
+        legal = a._legal
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in legal], np.int64)
+        active = rng.random(a.num_envs) < 0.8
+        ba, bb = a.step(actions, active), b.step(actions, active)
+        for name in ("obs", "legal", "reward", "terminated", "truncated", "final_obs", "episode_return",
+                     "episode_length"):
+            np.testing.assert_array_equal(getattr(ba, name), getattr(bb, name), err_msg=name)
+
+
+@pytest.mark.parametrize("replay_from", ["episode", "seed"])
+def test_vector_env_state_continues_exactly_on_fresh_envs(replay_from: str) -> None:
+    import json
+
+    from lzkernel import ResumableVectorEnv
+    from lzk_envs.gym import GymVectorEnv
+
+    def make() -> GymVectorEnv:
+        return GymVectorEnv("CartPole-v1", lambda: gymnasium.make("CartPole-v1"), 3, 7, (4,), 2,
+                            replay_from=replay_from)
+
+    rng = np.random.default_rng(0)
+    env = make()
+    assert isinstance(env, ResumableVectorEnv)
+    env.reset()
+    for _ in range(60):  # several episodes per env (auto-reset), so replays start mid-stream
+        env.step(np.array([rng.integers(2) for _ in range(3)]), rng.random(3) < 0.8)
+    meta, arrays = env.state_dict()
+    meta = json.loads(json.dumps(meta))  # plain values only
+    fresh = make()
+    batch = fresh.load_state_dict(meta, {k: v.copy() for k, v in arrays.items()})
+    np.testing.assert_array_equal(batch.obs, env._obs)
+    assert not batch.terminated.any() and not batch.reward.any()
+    _step_both(env, fresh, rng, 200)
+    with pytest.raises(ValueError, match="does not fit"):
+        GymVectorEnv("CartPole-v1", lambda: gymnasium.make("CartPole-v1"), 3, 8, (4,), 2,
+                     replay_from=replay_from).load_state_dict(meta, arrays)
+
+
+class GlobalRngEnv(MaskedToyEnv):
+    """Draws its start from numpy's global RNG, not ``np_random``: replaying cannot restore it."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        obs[1] = np.random.random()
+        return obs, info
+
+
+def test_an_env_that_does_not_come_back_is_named_on_restore() -> None:
+    from lzk_envs.gym import GymVectorEnv
+
+    env = GymVectorEnv("toy", GlobalRngEnv, 2, 0, (2,), 3)
+    env.reset()
+    meta, arrays = env.state_dict()
+    with pytest.raises(ValueError, match="toy.*did not reproduce the saved obs.*not deterministic"):
+        GymVectorEnv("toy", GlobalRngEnv, 2, 0, (2,), 3).load_state_dict(meta, arrays)

@@ -209,3 +209,27 @@ def test_plugin_registers_the_game_buffer() -> None:
                        target_spec=TargetSpec(unroll_steps=5, td_steps=5, discount=0.997,
                                               frame_stack=1, batch_size=256))
     assert isinstance(buf, GameBuffer) and (buf.K, buf.n, buf.L, buf.capacity) == (5, 5, 50, 1_000_000)
+
+
+def test_state_dict_keeps_the_cutters_tails_so_a_stream_continues() -> None:
+    """Pieces that have not ended leave tails in the cutters (waiting for padding) and an env
+    tail (the last stored segment, whose successor shares its frames): a restored buffer
+    continues those streams as the original does."""
+    buf = make_buffer(frame_stack=2)
+    pieces = {env: [traj(12, ep=env, env_id=env, t0=t0, ended=False) for t0 in (0, 12)] for env in (0, 1)}
+    for env in (0, 1):
+        buf.push(pieces[env])
+    assert buf.stats()["pending"] > 0 and buf._env_tail
+    meta, arrays = buf.state_dict()
+    other = make_buffer(frame_stack=2)
+    other.load_state_dict(json.loads(json.dumps(meta)), {k: v.copy() for k, v in arrays.items()})
+    for b in (buf, other):
+        b.push([traj(9, ep=env, env_id=env, t0=24, ended=True) for env in (0, 1)])
+    assert other.num_segments == buf.num_segments and other.stats() == buf.stats()
+    m1, a1 = buf.state_dict()
+    m2, a2 = other.state_dict()
+    assert m1 == m2 and sorted(a1) == sorted(a2)
+    for k in a1:
+        np.testing.assert_array_equal(a1[k], a2[k], err_msg=k)
+    for slot in buf.store.live_slots():
+        np.testing.assert_array_equal(other.store.slot_frames(slot), buf.store.slot_frames(slot))

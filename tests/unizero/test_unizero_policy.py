@@ -73,3 +73,28 @@ def test_value_fn_learn_and_state_dict_roundtrip():
     for a, b in zip(pol.target_model.parameters(), other.target_model.parameters()):
         assert torch.equal(a, b)
     assert other.learner_steps == 1 and other.rng.random() == pol.rng.random()
+
+
+def test_state_dict_keeps_the_env_histories_so_acting_continues_exactly():
+    """A checkpoint holds each (mode, env)'s history: a restored policy builds the same root
+    windows and so takes the same decisions (weights_only-loadable values only)."""
+    import io
+
+    pol = _policy()
+    rng = np.random.default_rng(4)
+    E, legal = 2, np.ones((2, NUM_ACTIONS), bool)
+    obs = [rng.normal(size=(E, OBS_DIM)).astype(np.float32) for _ in range(8)]
+    for t in range(4):
+        pol.act(obs[t], legal, np.full(E, -1), mode="collect", env_ids=np.arange(E), timestep=np.full(E, t))
+    buf = io.BytesIO()
+    torch.save(pol.state_dict(), buf)
+    other = _policy()
+    other.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=True))
+    assert other.history.state()[0][2] == pol.history.state()[0][2]
+    for t in range(4, 8):
+        a = pol.act(obs[t], legal, np.full(E, -1), mode="collect", env_ids=np.arange(E), timestep=np.full(E, t))
+        b = other.act(obs[t], legal, np.full(E, -1), mode="collect", env_ids=np.arange(E), timestep=np.full(E, t))
+        assert a.metrics["search/root_context_tokens"] == b.metrics["search/root_context_tokens"] == 7
+        np.testing.assert_array_equal(a.action, b.action)
+        np.testing.assert_array_equal(a.visit_dist, b.visit_dist)
+        np.testing.assert_array_equal(a.root_value, b.root_value)
