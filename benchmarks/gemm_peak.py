@@ -43,8 +43,8 @@ class _RecordMatmuls(TorchDispatchMode):
             batched = a.dim() == 3
             m, k = a.shape[-2:]
             n = b.shape[-1]
-            self.products[(func.__name__.split(".")[0].replace("add", ""), a.shape[0] if batched else 1, int(m),
-                           int(k), int(n), str(a.dtype).removeprefix("torch."), _transposed(a), _transposed(b))] += 1
+            self.products[("bmm" if batched else "mm", a.shape[0] if batched else 1, int(m), int(k), int(n),
+                           str(a.dtype).removeprefix("torch."), _transposed(a), _transposed(b))] += 1
         return func(*args, **(kwargs or {}))
 
 

@@ -10,17 +10,14 @@ import torch
 from lzk_common.inference import decode_np, fold_batchnorm
 from lzk_efficientzero.config import EfficientZeroModelConfig, EfficientZeroPolicyConfig
 from lzk_efficientzero.policy import EfficientZeroPolicy
-from muzero_helpers import randomize
+from muzero_helpers import SMALL_MODEL, randomize
 
 OBS, A = (4,), 3
 
 
 def small_model_cfg(**kw) -> EfficientZeroModelConfig:
-    base = dict(latent_dim=16, lstm_hidden=12, reward_head_hidden=[8], value_head_hidden=[8], policy_head_hidden=[8],
-                value_support_range=[-10, 11, 1], reward_support_range=[-10, 11, 1],
-                proj_hidden=32, proj_out=32, pred_hidden=16, pred_out=32)
-    base.update(kw)
-    return EfficientZeroModelConfig(**base)
+    """MuZero's small test layout with a 12-wide LSTM."""
+    return EfficientZeroModelConfig(**{**SMALL_MODEL, "lstm_hidden": 12, **kw})
 
 
 def small_policy_cfg(**kw) -> EfficientZeroPolicyConfig:

@@ -9,13 +9,15 @@ import torch
 from lzk_muzero.config import MuZeroModelConfig, MuZeroPolicyConfig
 
 
+#: The CartPole MLP layout at a fraction of the width (fast tests), shared by the latent-model tests.
+SMALL_MODEL = dict(latent_dim=16, reward_head_hidden=[8], value_head_hidden=[8], policy_head_hidden=[8],
+                   value_support_range=[-10, 11, 1], reward_support_range=[-10, 11, 1],
+                   proj_hidden=32, proj_out=32, pred_hidden=16, pred_out=32)
+
+
 def small_model_cfg(**kw) -> MuZeroModelConfig:
     """The CartPole MLP layout at a fraction of the width (fast tests)."""
-    base = dict(latent_dim=16, reward_head_hidden=[8], value_head_hidden=[8], policy_head_hidden=[8],
-                value_support_range=[-10, 11, 1], reward_support_range=[-10, 11, 1],
-                proj_hidden=32, proj_out=32, pred_hidden=16, pred_out=32)
-    base.update(kw)
-    return MuZeroModelConfig(**base)
+    return MuZeroModelConfig(**{**SMALL_MODEL, **kw})
 
 
 def small_policy_cfg(**kw) -> MuZeroPolicyConfig:
