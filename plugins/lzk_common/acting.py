@@ -43,24 +43,36 @@ def sample_legal_softmax(logits: np.ndarray, legal: np.ndarray, rng: np.random.G
 
 
 def choose_actions(select_action: SelectAction, visits: np.ndarray, legal: np.ndarray, *, collect: bool,
-                   temperature: float, epsilon: float, eps_greedy: bool, rng: np.random.Generator) -> np.ndarray:
+                   temperature: float, epsilon: float, eps_greedy: bool, rng: np.random.Generator,
+                   searched: np.ndarray | None = None) -> np.ndarray:
     """The action rule of the MuZero family (SPEC §1.4) from root visits [E, A]:
 
     * eval: argmax of the visits over legal actions (first maximum);
     * collect with ε-greedy (``eps_greedy`` or ``epsilon`` > 0): the visit argmax, replaced by a
       uniformly random legal action with probability ε;
     * collect otherwise: sampled from visits^(1/temperature) over legal actions.
+
+    ``searched`` [E] (a Gumbel search's own choice, ``SearchResult.action``) takes the place of
+    both the argmax and the sample: its root noise already is the exploration.
     """
-    if not collect:
-        actions, _ = select_action(visits, legal, 1.0, rng, True)
-    elif eps_greedy or epsilon > 0.0:
-        actions, _ = select_action(visits, legal, 1.0, rng, True)
-        explore = rng.random(legal.shape[0]) < epsilon
-        actions = np.where(explore, uniform_legal(legal, rng), actions)
+    if not collect or eps_greedy or epsilon > 0.0:
+        actions = searched if searched is not None else select_action(visits, legal, 1.0, rng, True)[0]
+        if collect:
+            explore = rng.random(legal.shape[0]) < epsilon
+            actions = np.where(explore, uniform_legal(legal, rng), actions)
+    elif searched is not None:
+        actions = searched
     else:
         actions, _ = select_action(visits, legal, float(temperature), rng, False)
     return np.asarray(actions, dtype=np.int64)
 
+
+def policy_target(result: Any) -> np.ndarray:
+    """The policy's training target from a SearchResult [E, A] float32: a Gumbel search's
+    improved policy where it has one, else the normalised visit counts."""
+    if result.policy_target is not None:
+        return np.asarray(result.policy_target, np.float32)
+    return visit_distribution(result.visit_counts)
 
 
 def search_in_chunks(n: int, chunk: int, num_actions: int, search: Callable[[slice], Any]
@@ -72,7 +84,6 @@ def search_in_chunks(n: int, chunk: int, num_actions: int, search: Callable[[sli
     for lo in range(0, n, chunk):
         sl = slice(lo, min(n, lo + chunk))
         result = search(sl)
-        visits = result.visit_counts
-        dist[sl] = visits / np.maximum(visits.sum(axis=1, keepdims=True), 1)
+        dist[sl] = policy_target(result)
         values[sl] = result.root_value
     return dist, values

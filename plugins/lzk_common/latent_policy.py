@@ -23,8 +23,7 @@ import numpy as np
 import torch
 
 from lzkernel import ActResult
-from lzk_common.acting import (choose_actions, sample_legal_softmax, search_in_chunks, torch_threads,
-                               visit_distribution)
+from lzk_common.acting import choose_actions, policy_target, sample_legal_softmax, search_in_chunks, torch_threads
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.support import DiscreteSupport
 from lzk_common.inference import SearchSnapshot
@@ -144,10 +143,13 @@ class LatentSearchPolicy(SearchPolicyBase):
         with torch_threads(self.cfg.search_threads), torch.inference_mode():
             latent, pred_value, logits = snap.initial(self._obs_tensor(obs))
             f0 = snap.forward_seconds - (time.perf_counter() - t0)  # root inference counts as network
+            config = self._search_config(num_simulations)
+            # Gumbel's mixed value needs the network's root values; pUCT does not take them.
+            extra = {"root_value": pred_value} if self.cfg.search_algorithm == "gumbel" else {}
             result = self._search.search(
                 snap.begin(latent, num_simulations), logits, legal, np.asarray(to_play, dtype=np.int64),
-                self._search_config(num_simulations), self.rng, add_noise=add_noise, deterministic=deterministic,
-                true_action=true_action, reuse_value=reuse_value,
+                config, self.rng, add_noise=add_noise, deterministic=deterministic,
+                true_action=true_action, reuse_value=reuse_value, **extra,
             )
         total = time.perf_counter() - t0
         metrics = dict(getattr(result, "stats", {}) or {})
@@ -177,6 +179,9 @@ class LatentSearchPolicy(SearchPolicyBase):
         ``collect_with_pure_policy`` no search: sample from the legal softmax of the policy
         logits (visit_dist zeros, root_value = predicted value).
         ``eval``: no noise, deterministic tie-breaking, argmax of visits, ``eval_num_simulations``.
+        With ``search_algorithm: gumbel`` the search's own choice is played (the Sequential Halving
+        winner; Gumbel noise in collect, none in eval) and its improved policy is the stored
+        target; the visit temperature has no effect.
         ``env_ids``, ``timestep`` and ``states`` are unused (the family keeps no per-env state and
         searches its learned model).
         """
@@ -198,10 +203,10 @@ class LatentSearchPolicy(SearchPolicyBase):
         sims = self.cfg.num_simulations if collect else self.cfg.eval_simulations
         result, pred_value, metrics = self._run_search(
             snap, obs, legal, to_play, sims, add_noise=collect, deterministic=not collect)
-        visits = result.visit_counts
-        actions = choose_actions(self._search.select_action, visits, legal, collect=collect, temperature=temperature,
-                                 epsilon=epsilon, eps_greedy=self.cfg.eps_greedy, rng=self.rng)
-        return ActResult(actions, visit_distribution(visits), np.asarray(result.root_value, dtype=np.float32),
+        actions = choose_actions(self._search.select_action, result.visit_counts, legal, collect=collect,
+                                 temperature=temperature, epsilon=epsilon, eps_greedy=self.cfg.eps_greedy,
+                                 rng=self.rng, searched=result.action)
+        return ActResult(actions, policy_target(result), np.asarray(result.root_value, dtype=np.float32),
                          pred_value, metrics)
 
     # ------------------------------------------------------------------------------------------

@@ -170,6 +170,15 @@ class LatentPolicyOptions(SearchPolicyOptions):
         "MLP on CPU; other models and devices use torch; the first use compiles for a few seconds, "
         "then numba's cache in __pycache__ is used); 'torch' is the reference path.",
         choices=("numba", "torch"))
+    search_algorithm: str = option(
+        "puct", doc="'puct': LightZero's MuZero search (pUCT, root Dirichlet noise, visit-count policy "
+        "targets); 'gumbel': Gumbel MuZero (Danihelka et al. 2022): Gumbel-Top-k with Sequential Halving "
+        "at the root, the improved policy softmax(logits + σ(completed Q)) as the policy target and the "
+        "search's own choice as the action (Dirichlet noise and the visit temperature are then unused).",
+        choices=("puct", "gumbel"))
+    gumbel_max_considered: int = option(16, doc="Gumbel: actions considered at the root (m).", min=1)
+    gumbel_c_visit: float = option(50.0, doc="Gumbel: c_visit of σ(q̂) = (c_visit + max N)·c_scale·q̂.", min=0.0)
+    gumbel_c_scale: float = option(0.1, doc="Gumbel: c_scale of σ(q̂).", min=0.0, min_exclusive=True)
     search_chunk: int = option(4096, doc="Largest number of roots searched at once by "
                                "reanalyze_fn (bounds the latent store's memory).", min=1)
     mini_infer_size: int = option(10240, doc="Chunk size of value_fn's target-network inference.", min=1)
@@ -209,6 +218,12 @@ class LatentPolicyOptions(SearchPolicyOptions):
     eps_end: float = option(0.05, doc="Final ε.", min=0.0, max=1.0)
     eps_decay: float = option(1e5, doc="Env steps of the ε decay.", min=0.0, min_exclusive=True)
     eps_type: str = option("linear", doc="ε schedule: 'linear' or 'exp'.", choices=("linear", "exp"))
+
+    def search_config(self, num_simulations: int, **extra: Any) -> Any:
+        return super().search_config(num_simulations, algorithm=self.search_algorithm,
+                                     gumbel_max_considered=self.gumbel_max_considered,
+                                     gumbel_maxvisit_init=self.gumbel_c_visit,
+                                     gumbel_value_scale=self.gumbel_c_scale, **extra)
 
     def validate(self) -> list[tuple[str, str]]:
         # The kernel validates nested dataclasses too; repeating the model's rules here keeps

@@ -3,7 +3,8 @@ ReZero reuse, UniZero, EfficientZero) or a real simulator (AlphaZero) — with a
 
 A library other plugins import; it registers no components. Modules: ``config`` (SearchConfig,
 SearchResult), ``interface`` (StepOutput, the slot numbering, SlotStore), ``tree`` (the Tree
-arrays and the numba kernels), ``driver`` (``search``), ``slots`` (ArraySlots, ObjectSlots),
+arrays and the numba kernels), ``driver`` (``search``), ``gumbel`` (Gumbel MuZero's root and
+interior rules, ``SearchConfig.algorithm == "gumbel"``), ``slots`` (ArraySlots, ObjectSlots),
 ``simulator`` (SimulatorModel: the step over cloned simulator states), ``action``
 (``select_action``, pure numpy).
 
@@ -11,7 +12,7 @@ arrays and the numba kernels), ``driver`` (``search``), ``slots`` (ArraySlots, O
 search(step_fn, root_logits [B, A] float32, legal [B, A] bool, to_play [B] int64,
        config: SearchConfig, rng: np.random.Generator, *, add_noise: bool, deterministic: bool,
        true_action: [B] int64 | None = None, reuse_value: [B] float32 | None = None,
-       keep_tree: bool = False) -> SearchResult
+       keep_tree: bool = False, root_value: [B] float32 | None = None) -> SearchResult
 step_fn(parent_slot [B'] int64, action [B'] int64, child_slot [B'] int64)
     -> StepOutput(reward [B'], value [B'], prior_logits [B', A],
                   discount [B'] | None, legal [B', A] | None, to_play [B'] | None)
@@ -32,6 +33,8 @@ select_action(visit_counts [B, A], legal [B, A], temperature: float, rng, determ
   ``root_value`` [B] float32 (Σ backed-up values / (S + 1), from the root player's view),
   ``stats``: "search/inferences_per_sim" (mean trees stepped per simulation),
   "search/max_depth", "search/tree_ms", "search/model_ms"; ``tree`` when ``keep_tree``.
+* ``SearchConfig.algorithm``: "puct" (default, below) or "gumbel" (:mod:`lzk_mcts.gumbel`,
+  which needs ``root_value`` and also returns ``SearchResult.policy_target`` and ``.action``).
 * ``true_action[b]`` >= 0 turns on ReZero backward-view reuse for root b (SPEC §3.2); -1 (any
   negative) means none.
 

@@ -27,6 +27,12 @@ class SearchConfig:
     #: What an unvisited child scores with: "parent_mean" (LightZero's MuZero mean Q of the
     #: parent's visited children) or "zero" (AlphaZero).
     unvisited_value: str = "parent_mean"
+    #: "puct": LightZero's pUCT search with root Dirichlet noise; "gumbel": Gumbel MuZero
+    #: (:mod:`lzk_mcts.gumbel`: Sequential Halving at the root, the improved policy as target).
+    algorithm: str = "puct"
+    gumbel_max_considered: int = 16  # m: actions sampled without replacement at the root
+    gumbel_maxvisit_init: float = 50.0  # c_visit of σ(q̂) = (c_visit + max N)·c_scale·q̂
+    gumbel_value_scale: float = 0.1  # c_scale of σ
 
     def __post_init__(self) -> None:
         problems = []
@@ -34,6 +40,10 @@ class SearchConfig:
             problems.append("value_normalization must be 'minmax' or 'none'")
         if self.unvisited_value not in ("parent_mean", "zero"):
             problems.append("unvisited_value must be 'parent_mean' or 'zero'")
+        if self.algorithm not in ("puct", "gumbel"):
+            problems.append("algorithm must be 'puct' or 'gumbel'")
+        if self.gumbel_max_considered < 1 or self.gumbel_maxvisit_init < 0.0 or self.gumbel_value_scale <= 0.0:
+            problems.append("gumbel_max_considered must be >= 1, gumbel_maxvisit_init >= 0, gumbel_value_scale > 0")
         if self.num_simulations < 1:
             problems.append("num_simulations must be >= 1")
         if not 0.0 <= self.discount <= 1.0:
@@ -57,10 +67,14 @@ class SearchResult:
     ``visit_counts[b]`` sums to S (the root's own preparation visit is not a child visit) and is
     zero on illegal actions. ``root_value[b]`` is value_sum / (S + 1) as LightZero reports it,
     from the point of view of the player to move at the root. ``tree`` is only set when the
-    search was asked to keep it (inspection, tests).
+    search was asked to keep it (inspection, tests). A Gumbel search also sets
+    ``policy_target`` (the root's improved policy, the policy's training target in place of the
+    visit distribution) and ``action`` (the action to play).
     """
 
     visit_counts: np.ndarray  # [B, A] int32
     root_value: np.ndarray  # [B] float32
     stats: dict[str, float] = field(default_factory=dict)
     tree: object | None = None  # lzk_mcts.tree.Tree when keep_tree=True
+    policy_target: np.ndarray | None = None  # [B, A] float32, Gumbel search only
+    action: np.ndarray | None = None  # [B] int64, Gumbel search only

@@ -72,3 +72,20 @@ def test_summary_judges_against_the_measured_median() -> None:
     alone = time_to_solve.summarise("configs/cartpole_rezero.yaml", 195.0, 10, [0], [_ours(90.0)])
     assert alone["lightzero"] is None and alone["lightzero_median_source"].startswith("issue text")
     json.dumps(s)  # the summary is JSON as written
+
+
+def test_a_lightzero_median_on_an_unsolved_seed_is_a_bound() -> None:
+    """LightZero solves 2 of 5 seeds within the 500 s limit: its median is only known to be at
+    least 500 s, so the ratio is an upper bound and the goal is judged against the bound."""
+    lz = [{"solved": s is not None, "seconds_to_solve": s, "env_steps_to_solve": 2000 if s else None}
+          for s in (None, 441.0, 251.0, None, None)]
+    ours = [_ours(s) for s in (154.0, 230.0, 93.0, 84.0, 198.0)]
+    s = time_to_solve.summarise("configs/cartpole_rezero.yaml", 195.0, 10, [0, 1, 2, 3, 4], ours,
+                                {"algo": "rezero", "results": lz}, 0.75, time_limit_s=500.0)
+    assert s["lightzero_median_censored"] is True and s["lightzero_median_s"] == 500.0
+    assert s["ratio_to_lightzero"] == round(154.0 / 500.0, 3) and s["meets_goal"] is True
+    assert s["lightzero"]["median_seconds_to_solve"] is None  # the measured median itself stays unknown
+    # Without the limit nothing is claimed.
+    bare = time_to_solve.summarise("configs/cartpole_rezero.yaml", 195.0, 10, [0, 1, 2, 3, 4], ours,
+                                   {"algo": "rezero", "results": lz}, 0.75)
+    assert bare["lightzero_median_s"] is None and bare["meets_goal"] is None and not bare["lightzero_median_censored"]

@@ -23,9 +23,12 @@ def _inputs(seed: int = 0):
     return rng.normal(size=(E, 4)).astype(np.float32), legal, np.full(E, -1, np.int64)
 
 
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
 @pytest.mark.parametrize("backend", ["torch", "numba"])
-def test_act_collect_and_eval(backend: str) -> None:
-    pol = make_policy(search_backend=backend)
+def test_act_collect_and_eval(backend: str, algorithm: str) -> None:
+    """Both searches act legally through the value-prefix model; Gumbel's stored target is its
+    improved policy, not visit fractions."""
+    pol = make_policy(search_backend=backend, search_algorithm=algorithm)
     assert isinstance(pol, ActingPolicy) and isinstance(pol, ObservationValues)
     obs, legal, to_play = _inputs()
     for mode in ("collect", "eval"):
@@ -34,6 +37,9 @@ def test_act_collect_and_eval(backend: str) -> None:
         np.testing.assert_allclose(r.visit_dist.sum(1), 1.0, rtol=1e-6)
         assert (r.visit_dist[~legal] == 0).all()
         assert r.metrics["search/inferences_per_sim"] == E
+        sims = pol.cfg.num_simulations if mode == "collect" else pol.cfg.eval_simulations
+        on_grid = np.allclose(r.visit_dist * sims, np.round(r.visit_dist * sims), atol=1e-4)
+        assert on_grid == (algorithm == "puct")
     a = pol.act(obs, legal, to_play, mode="eval", env_ids=np.arange(E)).action
     b = pol.act(obs, legal, to_play, mode="eval", env_ids=np.arange(E)).action
     np.testing.assert_array_equal(a, b)  # eval is deterministic

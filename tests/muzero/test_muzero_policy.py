@@ -225,3 +225,33 @@ def test_conv_policy_on_a_two_player_board() -> None:
     assert np.allclose(dist.sum(1), 1.0) and values.shape == (4,)
     metrics, prio = pol.learn(make_batch(4, 3, 9, (3, 3, 3)))
     assert np.isfinite(metrics["train/loss_total"]) and prio.shape == (4,)
+
+
+def test_gumbel_search_acts_with_its_own_choice_and_stores_the_improved_policy() -> None:
+    """``search_algorithm: gumbel``: act plays the search's Sequential Halving winner and stores
+    its improved policy (not visit fractions); eval is noise-free and reproducible; reanalysis
+    returns the improved policy too."""
+    import lzk_mcts
+
+    pol = _policy(search_algorithm="gumbel", num_simulations=8)
+    obs, legal, to_play = _inputs()
+    # The same search by hand, from the policy's own snapshot and root values.
+    snap = pol._snapshot("online")
+    with torch.inference_mode():
+        latent, value, logits = snap.initial(pol._obs_tensor(obs))
+        ref = lzk_mcts.search(snap.begin(latent, 8), logits, legal, to_play, pol.cfg.search_config(8),
+                              np.random.default_rng(5), add_noise=False, deterministic=True, root_value=value)
+    e1, e2 = _act(pol, "eval"), _act(_policy(seed=9, search_algorithm="gumbel", num_simulations=8), "eval")
+    assert np.array_equal(e1.action, ref.action) and np.array_equal(e2.action, ref.action)
+    np.testing.assert_allclose(e1.visit_dist, ref.policy_target)
+    visit_frac = ref.visit_counts / 8.0
+    assert not np.allclose(e1.visit_dist, visit_frac)  # the target is not the visit distribution
+    assert (e1.visit_dist[~legal] == 0).all() and np.allclose(e1.visit_dist.sum(1), 1.0, atol=1e-5)
+    collected = [_act(pol, "collect", temperature=1.0) for _ in range(6)]
+    for r in collected:
+        assert legal[np.arange(E), r.action].all() and np.allclose(r.visit_dist.sum(1), 1.0, atol=1e-5)
+    assert len({tuple(r.action) for r in collected}) > 1  # the Gumbel draws explore
+    dist, values = pol.reanalyze_fn(obs, legal, to_play, np.array([0, 1, 0, -1, 2, 1]),
+                                    np.linspace(-1, 1, E).astype(np.float32))
+    assert np.allclose(dist.sum(1), 1.0, atol=1e-5) and (dist[~legal] == 0).all() and np.isfinite(values).all()
+    assert not np.allclose(dist * 8, np.round(dist * 8), atol=1e-3)  # improved policy, not visit counts / 8
