@@ -179,9 +179,9 @@ def main() -> int:
         if lz_results:
             row += f" | {str(lz_results[i]['seconds_to_solve']):>11} {str(lz_results[i]['env_steps_to_solve']):>9}"
         print(row)
-    bound = "<= " if summary["lightzero_median_censored"] else ""
-    print(f"median seconds to solve: {median}  (LightZero {bound.replace('<', '>')}{lz}, "
-          f"{summary['lightzero_median_source']}; ratio {bound}{summary['ratio_to_lightzero']}, "
+    at_least, at_most = (">= ", "<= ") if summary["lightzero_median_censored"] else ("", "")
+    print(f"median seconds to solve: {median}  (LightZero {at_least}{lz}, "
+          f"{summary['lightzero_median_source']}; ratio {at_most}{summary['ratio_to_lightzero']}, "
           f"goal <= {summary['goal_s']})  meets goal: {summary['meets_goal']}")
     write_results(summary, f"time_to_solve_{name}.json", args.json_out)
     return 0

@@ -143,13 +143,10 @@ class LatentSearchPolicy(SearchPolicyBase):
         with torch_threads(self.cfg.search_threads), torch.inference_mode():
             latent, pred_value, logits = snap.initial(self._obs_tensor(obs))
             f0 = snap.forward_seconds - (time.perf_counter() - t0)  # root inference counts as network
-            config = self._search_config(num_simulations)
-            # Gumbel's mixed value needs the network's root values; pUCT does not take them.
-            extra = {"root_value": pred_value} if self.cfg.search_algorithm == "gumbel" else {}
             result = self._search.search(
                 snap.begin(latent, num_simulations), logits, legal, np.asarray(to_play, dtype=np.int64),
-                config, self.rng, add_noise=add_noise, deterministic=deterministic,
-                true_action=true_action, reuse_value=reuse_value, **extra,
+                self._search_config(num_simulations), self.rng, add_noise=add_noise, deterministic=deterministic,
+                true_action=true_action, reuse_value=reuse_value, root_value=pred_value,  # used by Gumbel only
             )
         total = time.perf_counter() - t0
         metrics = dict(getattr(result, "stats", {}) or {})
