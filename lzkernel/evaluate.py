@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -93,30 +94,46 @@ def _episode_override(options: Any, episodes: int) -> str:
                       "set its options with overrides instead")
 
 
-def evaluate(kernel: Any, target: str, *, checkpoint: str = "last", overrides: Sequence[str] = (),
-             episodes: int | None = None, seed: int | None = None, video: str | None = None,
-             video_episodes: int = 1) -> dict[str, Any]:
-    """Play one evaluation of the policy in a checkpoint; the report (see the module docstring)."""
-    from lzkernel.checkpoint import load, stored_config
+def checkpoint_config(kernel: Any, ckpt: Path, overrides: Sequence[str]) -> Any:
+    """The config a checkpoint was written with, plus ``overrides``, validated against the
+    plugins installed now."""
+    from lzkernel.checkpoint import stored_config
     from lzkernel.config.loader import load_config
 
-    ckpt, run_dir = find_checkpoint(target, checkpoint)
     try:
         if stored_config(ckpt) is None:
             raise ConfigError(f"checkpoint {ckpt} stores no config: it cannot be evaluated")
     except CheckpointError as exc:
         raise ConfigError(str(exc)) from None
-    extra = [*overrides, *([f"run.seed={seed}"] if seed is not None else [])]
     try:
-        config = load_config(ckpt / "config.yaml", extra, kernel.registry)
+        return load_config(ckpt / "config.yaml", list(overrides), kernel.registry)
     except ConfigError as exc:
         raise ConfigError(f"{exc} (the run's config needs the plugins it was trained with: see `lzkernel plugins`)",
                           getattr(exc, "problems", None)) from None
-    if episodes is not None:
-        config = load_config(ckpt / "config.yaml", [*extra, _episode_override(config.section("evaluator"), episodes)],
-                             kernel.registry)
-    if config.name("evaluator") is None:
-        raise ConfigError(f"{ckpt}/config.yaml has no evaluator section; add one with +evaluator.name=episodes")
+
+
+@dataclass
+class LoadedPolicy:
+    """A policy restored from a checkpoint, with what was built around it."""
+
+    checkpoint: Path
+    run_dir: Path | None
+    config: Any  # the checkpoint's resolved config (plus overrides)
+    run: Any  # the RunContext that built env spec and policy (no run started)
+    env_spec: Any
+    policy: Any  # with the checkpoint's weights loaded
+    trainer_state: Any  # state["trainer"] of the checkpoint
+    meta: dict[str, Any]  # the checkpoint's meta (train_iter, env_steps, ...)
+
+
+def load_policy(kernel: Any, target: str, *, checkpoint: str = "last", overrides: Sequence[str] = ()) -> LoadedPolicy:
+    """Build the env spec and the policy of the checkpoint ``target``/``checkpoint`` (see
+    :func:`find_checkpoint`) from its stored config plus ``overrides``, and load its weights.
+    Every failure is a :class:`ConfigError` naming the checkpoint."""
+    from lzkernel.checkpoint import load
+
+    ckpt, run_dir = find_checkpoint(target, checkpoint)
+    config = checkpoint_config(kernel, ckpt, overrides)
 
     from lzkernel.run import RunContext  # numpy only; torch below
     from lzkernel.seeding import seed_globals
@@ -141,6 +158,23 @@ def evaluate(kernel: Any, target: str, *, checkpoint: str = "last", overrides: S
     env_spec = run.build("env")
     policy = run.build("policy", env_spec=env_spec)
     policy.load_state_dict(policy_state)
+    return LoadedPolicy(ckpt, run_dir, config, run, env_spec, policy, trainer_state, meta)
+
+
+def evaluate(kernel: Any, target: str, *, checkpoint: str = "last", overrides: Sequence[str] = (),
+             episodes: int | None = None, seed: int | None = None, video: str | None = None,
+             video_episodes: int = 1) -> dict[str, Any]:
+    """Play one evaluation of the policy in a checkpoint; the report (see the module docstring)."""
+    extra = [*overrides, *([f"run.seed={seed}"] if seed is not None else [])]
+    if episodes is not None:
+        ckpt, _ = find_checkpoint(target, checkpoint)
+        extra = [*extra, _episode_override(checkpoint_config(kernel, ckpt, extra).section("evaluator"), episodes)]
+    loaded = load_policy(kernel, target, checkpoint=checkpoint, overrides=extra)
+    ckpt, run_dir, config, run = loaded.checkpoint, loaded.run_dir, loaded.config, loaded.run
+    env_spec, policy, trainer_state, meta = loaded.env_spec, loaded.policy, loaded.trainer_state, loaded.meta
+    if config.name("evaluator") is None:
+        raise ConfigError(f"{ckpt}/config.yaml has no evaluator section; add one with +evaluator.name=episodes")
+
     recorder = None
     eval_spec = env_spec
     if video is not None:

@@ -53,12 +53,16 @@ class _GroupedBatchNorm:
         slot_mean, slot_var = r_mean.repeat(g), r_var.repeat(g)
         y = F.batch_norm(xs, slot_mean, slot_var, weight, bias, True, m, self.eps)  # type: ignore[attr-defined]
         with torch.no_grad():
+            # G sequential updates r_g = (1 − m)·r_{g−1} + m·μ_g in closed form:
+            # r_G = (1 − m)^G·r_0 + Σ_g (1 − m)^(G−1−g)·m·μ_g, where m·μ_g = slot_g − (1 − m)·r_0
+            # (a handful of ops instead of 3·G; equal up to rounding).
+            decay = 1.0 - m
+            powers = decay ** torch.arange(g - 1, -1, -1, dtype=r_mean.dtype, device=r_mean.device)  # [G]
             # Through ``.data``, as BatchNorm's own kernel does: an earlier ungrouped call may
             # have saved these tensors for its backward, which checks their version counters.
             for r, slots in ((r_mean.data, slot_mean), (r_var.data, slot_var)):
-                r0 = r.clone()
-                for step in slots.view(g, c):
-                    r.mul_(1.0 - m).add_(step).sub_(r0, alpha=1.0 - m)
+                increments = slots.view(g, c) - decay * r  # [G, C] = m·μ_g
+                r.mul_(decay ** g).add_(powers @ increments)
             self.num_batches_tracked.data.add_(g)  # type: ignore[attr-defined]
         return y.view_as(x)
 
@@ -144,13 +148,15 @@ class SSLHeads(nn.Module):
 
     def __init__(self, in_dim: int, proj_hidden: int, proj_out: int, pred_hidden: int, pred_out: int) -> None:
         super().__init__()
+        # In-place ReLUs: BatchNorm's backward needs its input, not its output, so the [B·K, P]
+        # activations can be overwritten (one fewer large buffer per layer).
         self.projection = nn.Sequential(
-            nn.Linear(in_dim, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(),
-            nn.Linear(proj_hidden, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(),
+            nn.Linear(in_dim, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(inplace=True),
+            nn.Linear(proj_hidden, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(inplace=True),
             nn.Linear(proj_hidden, proj_out), GroupedBatchNorm1d(proj_out),
         )
         self.prediction_head = nn.Sequential(
-            nn.Linear(proj_out, pred_hidden), GroupedBatchNorm1d(pred_hidden), nn.ReLU(),
+            nn.Linear(proj_out, pred_hidden), GroupedBatchNorm1d(pred_hidden), nn.ReLU(inplace=True),
             nn.Linear(pred_hidden, pred_out),
         )
 

@@ -66,6 +66,13 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(logp.exp() * logp).sum(-1)
 
 
-def negative_cosine(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """−⟨x/‖x‖, y/‖y‖⟩ per row (norm eps 1e-5): [B, P] × [B, P] → [B]."""
-    return -(F.normalize(x.float(), dim=-1, eps=1e-5) * F.normalize(y.float(), dim=-1, eps=1e-5)).sum(-1)
+def negative_cosine(x: torch.Tensor, y: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """−⟨x/‖x‖, y/‖y‖⟩ per row, each norm clamped below at ``eps`` (as ``F.normalize``):
+    [B, P] × [B, P] → [B].
+
+    Computed as −⟨x, y⟩ / (‖x‖·‖y‖) from three row reductions instead of normalising both
+    [B, P] operands: the same value up to rounding (~1e-7 relative), and on the SSL heads'
+    [1280, 1024] rows forward + backward take 2.5–3.5 ms instead of 7.5–8 ms (2 CPU cores)."""
+    x, y = x.float(), y.float()
+    norms = torch.linalg.vector_norm(x, dim=-1).clamp_min(eps) * torch.linalg.vector_norm(y, dim=-1).clamp_min(eps)
+    return -torch.linalg.vecdot(x, y) / norms

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = [
-    "run.max_env_steps=300", "run.progress=false", "run.threads=1", "run.checkpoint_every=20",
+    "run.max_env_steps=300", "run.progress=false", "run.threads=1", "run.checkpoint_every=20", "run.log_every=10",
     "policy.num_simulations=4", "policy.batch_size=32", "policy.model.latent_dim=16", "policy.model.proj_hidden=16",
     "policy.model.proj_out=16", "policy.model.pred_hidden=16", "policy.model.pred_out=16",
     "collector.envs=2", "collector.n_episode=2", "update_schedule.updates_per_collect=10",

@@ -164,3 +164,23 @@ def _ungrouped_ssl(model: torch.nn.Module, tb: TensorBatch) -> torch.Tensor:
     online = model.project(torch.stack(latents, 1).flatten(0, 1), with_grad=True)
     target = model.project(model.initial_inference(tb.obs[:, 1:].flatten(0, 1))[0], with_grad=False)
     return (negative_cosine(online, target).view(b, k) * tb.mask[:, :k]).sum(1).detach()
+
+
+def test_negative_cosine_matches_normalised_rows() -> None:
+    """The three-reduction form equals −Σ normalize(x)·normalize(y), value and gradient, including
+    a zero row (its norm clamped at eps, as F.normalize does)."""
+    from torch.nn import functional as F
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 32, generator=g)
+    x[2] = 0.0
+    y = torch.randn(6, 32, generator=g)
+    x1, x2 = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    ours = negative_cosine(x1, y)
+    ref = -(F.normalize(x2, dim=-1, eps=1e-5) * F.normalize(y, dim=-1, eps=1e-5)).sum(-1)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-7)
+    w = torch.randn(6, generator=g)
+    (ours * w).sum().backward()
+    (ref * w).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=1e-7)
+    assert ours[2] == 0.0 and ours.abs().max() <= 1.0
