@@ -1,7 +1,7 @@
 """How a CartPole policy's greedy episodes end: the cart leaves the track (|x| > 2.4), the pole
 falls (|θ| > 12°), or the time limit. The diagnostic behind issue 12's stalling seeds.
 
-For each checkpoint of each run directory given (every ``ckpt/step_*``, or the one named with
+For each checkpoint of each run directory given (every complete ``ckpt/step_*``, or the one named with
 ``--checkpoint``) it restores the policy with :func:`lzkernel.evaluate.load_policy`, plays
 ``--episodes`` evaluation-mode episodes of the run's CartPole id (env seeds 1000, 1001, …) and
 prints per checkpoint the mean length, how many episodes end each way and the mean cart position
@@ -70,9 +70,13 @@ def summarise(checkpoint: str, meta: dict[str, Any], episodes: list[dict[str, An
 
 
 def checkpoints(run_dir: Path, which: str | None) -> list[str]:
+    """``[which]``, or every complete step checkpoint of the run, oldest first (one still being
+    written by a running training is skipped)."""
     if which is not None:
         return [which]
-    return [str(p) for p in sorted((run_dir / "ckpt").glob("step_*"))]
+    from lzkernel.checkpoint import CheckpointStore
+
+    return [str(p) for p in CheckpointStore(run_dir / "ckpt").complete_steps()]
 
 
 def main() -> None:
