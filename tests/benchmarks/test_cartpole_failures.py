@@ -25,11 +25,11 @@ class Scripted:
 
 
 def test_end_cause() -> None:
-    assert cf.end_cause(np.array([2.41, 0.0, 0.0, 0.0]), True) == "track"
-    assert cf.end_cause(np.array([-2.41, 0.0, 0.0, 0.0]), True) == "track"
-    assert cf.end_cause(np.array([0.0, 0.0, -0.21, 0.0]), True) == "pole"
-    assert cf.end_cause(np.array([1.0, 0.0, 0.1, 0.0]), True) == "time"
-    assert cf.end_cause(np.array([1.0, 0.0, 0.1, 0.0]), False) == "time"
+    assert cf.end_cause(np.array([2.41, 0.0, 0.0, 0.0])) == "track"
+    assert cf.end_cause(np.array([-2.41, 0.0, 0.0, 0.0])) == "track"
+    assert cf.end_cause(np.array([0.0, 0.0, -0.21, 0.0])) == "pole"
+    assert cf.end_cause(np.array([1.0, 0.0, 0.1, 0.0])) == "time"
+    assert cf.end_cause(np.array([cf.X_LIMIT, 0.0, cf.THETA_LIMIT, 0.0])) == "time"  # at, not past, the limits
 
 
 def test_constant_push_drops_the_pole() -> None:
