@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from lzkernel import ActingPolicy, EnvSpec, Trajectory, generator_state, set_generator_state
+from lzk_workers.openings import RandomOpenings, with_openings
 from lzk_workers.rollout import EpisodePlayer, PlayResult, RandomActor, balanced_quotas
 
 
@@ -37,10 +38,12 @@ class CollectorBase:
     trajectories they return and their episode metrics (:meth:`_summarise`)."""
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, seed: int, frame_stack: int,
-                 random_rng: np.random.Generator | None) -> None:
+                 random_rng: np.random.Generator | None, opening_moves: int = 0,
+                 opening_rng: np.random.Generator | None = None) -> None:
         self.env_spec = env_spec
-        self.player = EpisodePlayer(env_spec.make_vector(envs, seed), env_spec, frame_stack,
-                                    mode="collect", record=True)
+        venv = with_openings(env_spec.make_vector(envs, seed), opening_moves,
+                             opening_rng if opening_rng is not None else np.random.default_rng([seed, 1]))
+        self.player = EpisodePlayer(venv, env_spec, frame_stack, mode="collect", record=True)
         self.random_actor = RandomActor(random_rng if random_rng is not None else np.random.default_rng(seed))
         self.total_env_steps = 0
         self.total_episodes = 0
@@ -61,20 +64,29 @@ class CollectorBase:
         pieces and the ``collect/...`` metrics plus the policy's mean ``search/...`` ones.
         Return and length statistics appear only when an episode ended (never NaN)."""
         start = time.perf_counter()
+        opened = self._opening_steps()
         result = play(self._acting(self.random_actor if random_policy else policy))
         seconds = time.perf_counter() - start
-        self.total_env_steps += result.env_steps
+        opening_steps = self._opening_steps() - opened  # random opening moves: env steps, not data
+        self.total_env_steps += result.env_steps + opening_steps
         self.total_episodes += len(result.episodes)
         pieces, episodes = self._summarise(result)
         metrics = {
-            "collect/env_steps": float(result.env_steps),
+            "collect/env_steps": float(result.env_steps + opening_steps),
             "collect/episodes": float(len(result.episodes)),
             "collect/seconds": seconds,
             "collect/steps_per_second": result.env_steps / max(seconds, 1e-9),
             **episodes,
         }
+        if isinstance(self.player.venv, RandomOpenings):
+            metrics["collect/opening_steps"] = float(opening_steps)
         metrics.update({k: v for k, v in result.policy_metrics.items() if k.startswith("search/")})
         return pieces, metrics
+
+    def _opening_steps(self) -> int:
+        """Random opening moves played so far by the player's env (0 without openings)."""
+        venv = self.player.venv
+        return venv.opening_steps if isinstance(venv, RandomOpenings) else 0
 
     def state_dict(self) -> dict[str, Any]:
         return {"total_env_steps": self.total_env_steps, "total_episodes": self.total_episodes}
@@ -107,10 +119,12 @@ class EpisodeCollector(CollectorBase):
     """
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, n_episode: int, seed: int,
-                 frame_stack: int = 1, random_rng: np.random.Generator | None = None) -> None:
+                 frame_stack: int = 1, random_rng: np.random.Generator | None = None, opening_moves: int = 0,
+                 opening_rng: np.random.Generator | None = None) -> None:
         if n_episode < envs:
             raise ValueError(f"n_episode ({n_episode}) must be >= envs ({envs})")
-        super().__init__(env_spec, envs=envs, seed=seed, frame_stack=frame_stack, random_rng=random_rng)
+        super().__init__(env_spec, envs=envs, seed=seed, frame_stack=frame_stack, random_rng=random_rng,
+                         opening_moves=opening_moves, opening_rng=opening_rng)
         self.n_episode = n_episode
         self.quota = balanced_quotas(n_episode, envs)  # [E]
 

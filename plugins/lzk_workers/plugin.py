@@ -17,6 +17,10 @@ class EpisodeCollectorConfig:
 
     envs: int = option(8, doc="Collector envs stepped together (their vector env lives across collects).", min=1)
     n_episode: int = option(8, doc="Whole episodes per collect, split evenly across the envs (>= envs).", min=1)
+    opening_moves: int = option(
+        0, doc="Each training episode starts after k uniformly random legal moves, k drawn uniformly from "
+               "0 to this (0: off); the opening is not training data. Evaluators always start from the "
+               "game's start.", min=0)
 
     def validate(self) -> list[tuple[str, str]]:
         if self.n_episode < self.envs:
@@ -35,6 +39,10 @@ class SegmentCollectorConfig:
     segment_length: int = option(
         50, doc="Transitions per segment, counted from the episode start; set it to the replay buffer's "
                 "segment_length so a collect returns whole buffer segments.", min=1)
+    opening_moves: int = option(
+        0, doc="Each training episode starts after k uniformly random legal moves, k drawn uniformly from "
+               "0 to this (0: off); the opening is not training data. Evaluators always start from the "
+               "game's start.", min=0)
 
 
 @dataclass
@@ -96,12 +104,18 @@ class VersusEvaluatorConfig(EvaluatorScheduleConfig):
         return parse_opponents(self.opponents)[0]
 
 
+def _openings(cfg: EpisodeCollectorConfig | SegmentCollectorConfig, run: Any) -> dict[str, Any]:
+    """The collector's random-opening arguments: the option and its own RNG stream (per rank)."""
+    return {"opening_moves": cfg.opening_moves, "opening_rng": run.rng("collector", "openings", run.rank)}
+
+
 def make_episode_collector(cfg: EpisodeCollectorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
     """An :class:`~lzk_workers.collector.EpisodeCollector` (the policy is passed to each ``collect``)."""
     from lzk_workers.collector import EpisodeCollector
 
     return EpisodeCollector(env_spec, envs=cfg.envs, n_episode=cfg.n_episode, seed=run.seed("collector", run.rank),
-                            frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
+                            frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank),
+                           **_openings(cfg, run))
 
 
 def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
@@ -110,7 +124,8 @@ def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: E
 
     return SegmentCollector(env_spec, envs=cfg.envs, num_segments=cfg.num_segments,
                             segment_length=cfg.segment_length, seed=run.seed("collector", run.rank),
-                            frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
+                            frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank),
+                           **_openings(cfg, run))
 
 
 def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
@@ -129,7 +144,8 @@ def make_versus_collector(cfg: VersusCollectorConfig, run: Any, *, env_spec: Sim
 
     return VersusCollector(env_spec, envs=cfg.envs, n_episode=cfg.n_episode, opponent=cfg.opponent_spec,
                            seed=run.seed("collector", run.rank), opponent_seed=run.seed("collector", "opponent", run.rank),
-                           frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank))
+                           frame_stack=frame_stack, random_rng=run.rng("collector", "random", run.rank),
+                           **_openings(cfg, run))
 
 
 def make_versus_evaluator(cfg: VersusEvaluatorConfig, run: Any, *, env_spec: SimulatorEnvSpec,

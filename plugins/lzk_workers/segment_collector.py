@@ -36,10 +36,12 @@ class SegmentCollector(CollectorBase):
     """
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, num_segments: int, segment_length: int, seed: int,
-                 frame_stack: int = 1, random_rng: np.random.Generator | None = None) -> None:
+                 frame_stack: int = 1, random_rng: np.random.Generator | None = None, opening_moves: int = 0,
+                 opening_rng: np.random.Generator | None = None) -> None:
         if num_segments < 1 or segment_length < 1:
             raise ValueError(f"need num_segments >= 1 and segment_length >= 1, got {num_segments}, {segment_length}")
-        super().__init__(env_spec, envs=envs, seed=seed, frame_stack=frame_stack, random_rng=random_rng)
+        super().__init__(env_spec, envs=envs, seed=seed, frame_stack=frame_stack, random_rng=random_rng,
+                         opening_moves=opening_moves, opening_rng=opening_rng)
         self.num_segments = num_segments
         self.segment_length = segment_length
 

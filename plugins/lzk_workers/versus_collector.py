@@ -46,13 +46,14 @@ class VersusCollector(EpisodeCollector):
 
     def __init__(self, env_spec: SimulatorEnvSpec, *, envs: int, n_episode: int, opponent: OpponentSpec,
                  seed: int, opponent_seed: int, frame_stack: int = 1,
-                 random_rng: np.random.Generator | None = None) -> None:
+                 random_rng: np.random.Generator | None = None, opening_moves: int = 0,
+                 opening_rng: np.random.Generator | None = None) -> None:
         if frame_stack != 1:
             raise ValueError(f"the versus collector needs frame_stack 1, got {frame_stack}: {STACK_REASON}")
         self.opponent_spec = opponent
         self.opponent = env_spec.make_opponent(opponent.name, opponent.params, opponent_seed)  # before the envs
         super().__init__(env_spec, envs=envs, n_episode=n_episode, seed=seed, frame_stack=frame_stack,
-                         random_rng=random_rng)
+                         random_rng=random_rng, opening_moves=opening_moves, opening_rng=opening_rng)
         self.agent_player = 1 + np.arange(envs, dtype=np.int64) % 2  # [E] the agent's side in each env's game
         self._actor: VersusActor | None = None  # this collect's actor (its log of ended games)
 
