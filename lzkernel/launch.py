@@ -66,6 +66,7 @@ class _Rank:
     rank: int
     proc: subprocess.Popen
     error_line: str = ""
+    error_at: float | None = None  # when its ``lzkernel: error:`` line was read
     exited_at: float | None = None
     readers: list[threading.Thread] = field(default_factory=list)
 
@@ -115,6 +116,7 @@ def _forward(stream: IO[str], out: IO[str], prefix: str, rank: _Rank) -> None:
     for line in stream:
         if line.startswith("lzkernel: error:"):
             rank.error_line = line.strip()
+            rank.error_at = time.monotonic()
         out.write(prefix + line)
         out.flush()
     stream.close()
@@ -274,11 +276,14 @@ def _summary(ranks: list[_Rank], fault: dict[str, Any] | None, verdict: str | No
     if all(c == 0 for c in codes):
         return 0
     # The root cause is the first rank to fail that did not fail *because of* another: a rank
-    # released by a closed connection (PeerFailed) or killed by the teardown comes after every
-    # other (two ranks often end within one monitor tick). Killed ranks have no exit time.
+    # released by a closed connection (PeerFailed) or killed by the teardown without an error of
+    # its own comes after every other (two ranks often end within one monitor tick). A rank that
+    # reported its own error and was killed while shutting down is still a root cause, timed by
+    # its error line. Killed ranks have no exit time.
     def order(rk: _Rank) -> tuple[bool, float]:
-        consequence = ": PeerFailed: " in rk.error_line or rk.proc.returncode < 0
-        return consequence, rk.exited_at if rk.exited_at is not None else float("inf")
+        consequence = ": PeerFailed: " in rk.error_line or (rk.proc.returncode < 0 and not rk.error_line)
+        at = rk.error_at if rk.error_at is not None else rk.exited_at
+        return consequence, at if at is not None else float("inf")
 
     failed = sorted((rk for rk in ranks if rk.proc.returncode != 0), key=order)
     root = failed[0]
@@ -293,7 +298,9 @@ def _summary(ranks: list[_Rank], fault: dict[str, Any] | None, verdict: str | No
         print(f"lzkernel launch: {fault.get('message', '')} (reported by rank {fault.get('by')})", file=sys.stderr)
         return 1
     code = root.proc.returncode
-    if code < 0:
+    if code < 0 and root.error_line:
+        how = f"failed (then was killed by {signal.Signals(-code).name} while it shut down)"
+    elif code < 0:
         how = f"was killed by {signal.Signals(-code).name}"
     else:
         how = f"exited with code {code}"
