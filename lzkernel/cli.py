@@ -14,12 +14,10 @@ Overrides may come before or after the options: ``run CONFIG --resume auto a.b=1
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import json
 import logging
 import os
-import signal
 import sys
 import traceback
 from typing import Sequence
@@ -157,13 +155,6 @@ def _report_failure(exc: BaseException, run: object) -> int:
         except Exception:  # noqa: BLE001 - reporting must not mask the error
             pass
     print(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-    # This rank is on its way out with its own error. A multi-rank launcher tears the other ranks
-    # down with SIGTERM as soon as any of them exits (here often a peer released by this rank's
-    # closed connection); a SIGTERM during this interpreter's shutdown would turn exit code 1
-    # into "killed by SIGTERM" and hide the root cause. The launcher's SIGKILL still applies.
-    if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
-        with contextlib.suppress(ValueError):  # not the main thread: nothing to change
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return EXIT_FAILURE
 
 

@@ -144,6 +144,8 @@ class RunContext:
                             raise
                         log.warning("could not write seeds.json: %s", exc)  # never mask the first error
                 self._restore_signal_handlers()
+                if error is not None and self.world_size > 1:
+                    self._ignore_teardown_sigterm()
                 if self.comm is not None:
                     self.comm.close()
         finally:
@@ -380,6 +382,18 @@ class RunContext:
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
         self._old_handlers.clear()
+
+    @staticmethod
+    def _ignore_teardown_sigterm() -> None:
+        """A rank failing with its own error is on its way out. Closing its connection releases
+        its peers (PeerFailed), and a multi-rank launcher SIGTERMs every rank as soon as one of
+        them exits; a SIGTERM from then on would turn this rank's exit code 1 into "killed by
+        SIGTERM", before or after it printed its error line, and hide the root cause. So SIGTERM
+        is ignored for the rest of the process (the launcher's SIGKILL still ends a hung one)."""
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """First signal: ask the trainer to save and stop at its next safe boundary. Second: leave

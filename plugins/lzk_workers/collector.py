@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from lzkernel import ActingPolicy, EnvSpec, Trajectory, generator_state, set_generator_state
-from lzk_workers.openings import RandomOpenings, with_openings
+from lzk_workers.openings import RandomOpenings, opening_moves_of, with_openings
 from lzk_workers.rollout import EpisodePlayer, PlayResult, RandomActor, balanced_quotas
 
 
@@ -75,7 +75,7 @@ class CollectorBase:
             "collect/env_steps": float(result.env_steps + opening_steps),
             "collect/episodes": float(len(result.episodes)),
             "collect/seconds": seconds,
-            "collect/steps_per_second": result.env_steps / max(seconds, 1e-9),
+            "collect/steps_per_second": (result.env_steps + opening_steps) / max(seconds, 1e-9),
             **episodes,
         }
         if isinstance(self.player.venv, RandomOpenings):
@@ -103,6 +103,10 @@ class CollectorBase:
                 {f"player/{k}": v for k, v in arrays.items()})
 
     def load_episode_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        saved = opening_moves_of(meta["player"].get("env") or {})
+        if saved and not isinstance(self.player.venv, RandomOpenings):
+            raise ValueError(f"the collector's episodes were saved with collector.opening_moves {saved}, "
+                             "this run has 0")
         set_generator_state(self.random_actor.rng, meta["random_rng"])
         self.player.load_state_dict(meta["player"], {k[7:]: v for k, v in arrays.items() if k.startswith("player/")})
 

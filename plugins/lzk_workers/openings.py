@@ -62,8 +62,13 @@ class RandomOpenings:
                 todo[i] = 0 if redraws[i] >= _MAX_REDRAWS else self.rng.integers(0, self.max_moves + 1)
         if current is batch:
             return batch
+        # final_obs equals obs wherever no episode ended in ``batch`` (the StepBatch contract):
+        # only the rows that ended keep their episode's last observation.
+        final_obs = current.obs.copy()
+        ended = batch.terminated | batch.truncated
+        final_obs[ended] = batch.final_obs[ended]
         return replace(batch, obs=current.obs, legal=current.legal, to_play=current.to_play,
-                       states=current.states)
+                       states=current.states, final_obs=final_obs)
 
     def reset(self) -> StepBatch:
         """Reset every env, then play each one's opening."""
@@ -72,7 +77,10 @@ class RandomOpenings:
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
         """Step ``venv``; the envs whose episode ended there start their next one after an opening."""
         batch = self.venv.step(actions, active=active)
-        ended = np.flatnonzero(batch.terminated | batch.truncated)
+        ended = batch.terminated | batch.truncated
+        if active is not None:
+            ended &= np.asarray(active, bool)  # an unstepped row cannot have started an episode
+        ended = np.flatnonzero(ended)
         return self._open(batch, ended) if len(ended) else batch
 
     def close(self) -> None:
@@ -87,14 +95,23 @@ class ResumableRandomOpenings(RandomOpenings):
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         meta, arrays = self.venv.state_dict()
-        return {"env": meta, "opening_rng": generator_state(self.rng), "opening_steps": self.opening_steps}, arrays
+        return {"env": meta, "opening_moves": self.max_moves, "opening_rng": generator_state(self.rng),
+                "opening_steps": self.opening_steps}, arrays
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
-        if "opening_rng" not in meta:
-            raise ValueError("env state was saved without random openings (collector.opening_moves differs)")
+        saved = opening_moves_of(meta)
+        if saved != self.max_moves:
+            raise ValueError(f"the collector's episodes were saved with collector.opening_moves {saved}, "
+                             f"this run has {self.max_moves}")
         set_generator_state(self.rng, meta["opening_rng"])
         self.opening_steps = int(meta["opening_steps"])
         return self.venv.load_state_dict(meta["env"], arrays)
+
+
+def opening_moves_of(env_meta: dict[str, Any]) -> int:
+    """The ``opening_moves`` a vector env's saved state (its ``state_dict`` meta) was made with
+    (0: no random openings)."""
+    return int(env_meta.get("opening_moves", 0)) if "opening_rng" in env_meta else 0
 
 
 def with_openings(venv: VectorEnv, max_moves: int, rng: np.random.Generator) -> VectorEnv:

@@ -41,7 +41,7 @@ class VersusCollector(EpisodeCollector):
     the agent); ``collect/env_steps`` counts both sides' moves, ``collect/agent_steps`` the
     agent's (the returned transitions). ``collect/return_*`` are the agent's game returns, plus
     ``collect/{win,draw,loss}_rate`` and ``collect/first_player_rate`` (the share of games the
-    agent moved first in).
+    agent was player 1 in: the first mover, unless a random opening made the first moves).
     """
 
     def __init__(self, env_spec: SimulatorEnvSpec, *, envs: int, n_episode: int, opponent: OpponentSpec,

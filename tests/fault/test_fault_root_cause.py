@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,17 +54,40 @@ def test_among_own_errors_the_earliest_is_named(capsys: pytest.CaptureFixture[st
     assert _last_line(capsys, ranks)[1].startswith("lzkernel launch: rank 1 exited with code 1")
 
 
-@pytest.mark.parametrize("world_size, ignored", [("2", True), ("1", False)])
-def test_a_failing_rank_of_a_multi_rank_run_ignores_sigterm(world_size: str, ignored: bool) -> None:
-    """In a child interpreter (signal dispositions are process-wide): after ``_report_failure``
-    SIGTERM is ignored under WORLD_SIZE > 1 and left alone in a single-process run."""
-    code = (
-        "import os, signal; os.environ['WORLD_SIZE'] = %r\n"
-        "from lzkernel import cli\n"
-        "assert cli._report_failure(RuntimeError('boom'), object()) == 1\n"
-        "print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)\n" % world_size
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(ignored)
-    assert "lzkernel: error: rank 0: RuntimeError: boom" in out.stderr
+_CHILD = """
+import signal, sys
+from pathlib import Path
+from lzkernel.config.loader import load_config
+from lzkernel.pluginmanager import Kernel
+from lzkernel.run import RunContext
+
+class TwoRanks:  # stands in for a two-rank comm backend: the run only asks its size, then closes it
+    world_size, rank = 2, 0
+    def close(self):
+        print("comm closed with SIGTERM ignored:", signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)
+
+kernel = Kernel()
+cfg = load_config(Path(sys.argv[1]), [f"run.out_dir={sys.argv[2]}", "run.progress=false"], kernel.registry)
+run = RunContext(kernel, cfg).__enter__()
+run.comm.close()
+run.comm = TwoRanks() if sys.argv[3] == "2" else None
+run.close(None if sys.argv[4] == "ok" else RuntimeError("boom"))
+print("after close:", signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)
+"""
+
+
+@pytest.mark.parametrize("world_size, outcome, ignored", [("2", "error", True), ("2", "ok", False),
+                                                           ("1", "error", False)])
+def test_a_failing_rank_of_a_multi_rank_run_ignores_the_teardown_sigterm(
+        tmp_path, world_size: str, outcome: str, ignored: bool) -> None:
+    """In a child interpreter (signal dispositions are process-wide): closing a multi-rank run
+    that failed ignores SIGTERM from before its connection closes (which releases its peers) to
+    the end of the process; a run that ended well, or a single-process run, restores the default."""
+    config = Path(__file__).resolve().parents[2] / "configs" / "cartpole_rezero_fast.yaml"
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(config), str(tmp_path / "run"), world_size, outcome],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    if world_size == "2":
+        assert lines[0] == f"comm closed with SIGTERM ignored: {ignored}"
+    assert lines[-1] == f"after close: {ignored}"

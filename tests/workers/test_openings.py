@@ -15,7 +15,6 @@ from test_collector_resume import _same  # noqa: E402
 from worker_fakes import StubRun  # noqa: E402
 
 from lzkernel import ResumableVectorEnv  # noqa: E402
-from lzk_envs.gym import GymEnvSpec  # noqa: E402
 from lzk_envs.openspiel import OpenSpielEnvSpec  # noqa: E402
 from lzk_workers.collector import EpisodeCollector  # noqa: E402
 from lzk_workers.openings import RandomOpenings, with_openings  # noqa: E402
@@ -89,25 +88,57 @@ def test_a_collector_with_openings_resumes_exactly(ttt: OpenSpielEnvSpec) -> Non
     assert fresh.state_dict() == col.state_dict()
 
 
-def test_a_state_saved_without_openings_is_refused(ttt: OpenSpielEnvSpec) -> None:
-    plain = _collector(ttt, opening_moves=0)
-    _random_collect(plain)
-    meta, arrays = plain.episode_state()
-    with pytest.raises(ValueError, match="without random openings"):
-        _collector(ttt, opening_moves=4).load_episode_state(meta, arrays)
+@pytest.mark.parametrize("saved, now", [(0, 4), (4, 0), (4, 6)])
+def test_episodes_saved_with_other_openings_are_refused(ttt: OpenSpielEnvSpec, saved: int, now: int) -> None:
+    old = _collector(ttt, opening_moves=saved)
+    _random_collect(old)
+    meta, arrays = old.episode_state()
+    with pytest.raises(ValueError, match=f"saved with collector.opening_moves {saved}, this run has {now}"):
+        _collector(ttt, opening_moves=now).load_episode_state(meta, arrays)
+
+
+class _ScriptedRng:
+    """Opening lengths from a list; the first legal action as the random move."""
+
+    def __init__(self, lengths: list[int]) -> None:
+        self.lengths = list(lengths)
+
+    def integers(self, low: int, high: int, size: int | None = None):  # noqa: ANN201
+        if size is None:
+            return self.lengths.pop(0)
+        return np.array([self.lengths.pop(0) for _ in range(size)])
+
+    def choice(self, a: np.ndarray) -> int:
+        return int(a[0])
 
 
 def test_an_opening_that_ends_the_episode_is_drawn_again() -> None:
-    """CartPole under random moves falls within ~10-40 steps: openings of up to 60 moves often
-    end the episode, and then a new episode and a new opening start."""
-    spec = GymEnvSpec.probe("CartPole-v1")
-    venv = with_openings(spec.make_vector(4, 0), 60, np.random.default_rng(1))
-    assert isinstance(venv, RandomOpenings)
+    """Episodes 0 and 1 last 2 moves, episode 2 lasts 50: openings of 5 and 4 moves end the first
+    two (each redrawn), the third opening (3 moves) is played in episode 2."""
+    from worker_fakes import FakeVectorEnv
+
+    inner = FakeVectorEnv(1, 0, length=lambda i, k: 2 if k < 2 else 50)
+    venv = RandomOpenings(inner, 5, _ScriptedRng([5, 4, 3]))  # type: ignore[arg-type]
     batch = venv.reset()
-    assert not (batch.terminated | batch.truncated).any()  # the reset batch reports no ended episode
-    assert venv.opening_steps > 4 * 30  # more than one opening's worth per env on average: redrawn
-    pole = batch.obs[:, 2]
-    assert (np.abs(pole) < 0.2095).all()  # every row is a live episode (the pole has not fallen)
+    assert venv.opening_steps == 2 + 2 + 3
+    assert batch.obs[0].tolist() == [0, 2, 3]  # env 0, episode 2, step 3
+    assert not (batch.terminated | batch.truncated).any() and batch.episode_return[0] == 0
+    assert (batch.final_obs == batch.obs).all()  # nothing ended in a reset batch
+
+
+def test_after_an_episode_end_the_final_obs_is_the_ended_episode_s() -> None:
+    from worker_fakes import FakeVectorEnv
+
+    inner = FakeVectorEnv(2, 0, length=lambda i, k: 3 + i)
+    venv = RandomOpenings(inner, 2, _ScriptedRng([0, 0, 2]))  # type: ignore[arg-type]
+    batch = venv.reset()
+    for _ in range(3):  # the third step ends env 0's episode (3 moves); env 1 goes on
+        batch = venv.step(batch.legal.argmax(1))
+    assert batch.terminated.tolist() == [True, False]
+    assert batch.final_obs[0].tolist() == [0, 0, 3]  # the ended episode's last observation
+    assert batch.obs[0].tolist() == [0, 1, 2]  # the next episode, after its 2-move opening
+    assert batch.final_obs[1].tolist() == batch.obs[1].tolist() == [1, 0, 3]
+    assert venv.opening_steps == 2
 
 
 def test_the_option_reaches_the_collector_and_its_own_rng(ttt: OpenSpielEnvSpec) -> None:
@@ -129,6 +160,6 @@ def test_versus_games_from_random_openings_keep_the_agents_view(ttt: OpenSpielEn
     views, metrics = col.collect(None, temperature=1.0, epsilon=0.0, random_policy=True)
     assert metrics["collect/opening_steps"] > 0 and metrics["collect/episodes"] == 16
     assert metrics["collect/agent_steps"] == sum(len(v) for v in views)
-    for v in views:  # every view is the agent's alone: one side throughout, from its first decision
-        assert len(set(v.to_play.tolist())) == 1 and v.timestep[0] == 0
+    for v in views:  # each view starts at a position where the agent is to move (the to-play plane)
+        assert v.obs[0][0].mean() == (1.0 if v.to_play[0] == 1 else 0.0)
     assert len({9 - int(v.legal[0].sum()) for v in views}) > 2  # agents' first positions vary with the openings
