@@ -44,6 +44,7 @@ class CollectorBase:
         venv = with_openings(env_spec.make_vector(envs, seed), opening_moves,
                              opening_rng if opening_rng is not None else np.random.default_rng([seed, 1]))
         self.player = EpisodePlayer(venv, env_spec, frame_stack, mode="collect", record=True)
+        self.openings = venv if isinstance(venv, RandomOpenings) else None  # None: no random openings
         self.random_actor = RandomActor(random_rng if random_rng is not None else np.random.default_rng(seed))
         self.total_env_steps = 0
         self.total_episodes = 0
@@ -64,10 +65,11 @@ class CollectorBase:
         pieces and the ``collect/...`` metrics plus the policy's mean ``search/...`` ones.
         Return and length statistics appear only when an episode ended (never NaN)."""
         start = time.perf_counter()
-        opened = self._opening_steps()
+        opened = self.openings.opening_steps if self.openings is not None else 0
         result = play(self._acting(self.random_actor if random_policy else policy))
         seconds = time.perf_counter() - start
-        opening_steps = self._opening_steps() - opened  # random opening moves: env steps, not data
+        # random opening moves: env steps, not data
+        opening_steps = self.openings.opening_steps - opened if self.openings is not None else 0
         self.total_env_steps += result.env_steps + opening_steps
         self.total_episodes += len(result.episodes)
         pieces, episodes = self._summarise(result)
@@ -78,15 +80,10 @@ class CollectorBase:
             "collect/steps_per_second": (result.env_steps + opening_steps) / max(seconds, 1e-9),
             **episodes,
         }
-        if isinstance(self.player.venv, RandomOpenings):
+        if self.openings is not None:
             metrics["collect/opening_steps"] = float(opening_steps)
         metrics.update({k: v for k, v in result.policy_metrics.items() if k.startswith("search/")})
         return pieces, metrics
-
-    def _opening_steps(self) -> int:
-        """Random opening moves played so far by the player's env (0 without openings)."""
-        venv = self.player.venv
-        return venv.opening_steps if isinstance(venv, RandomOpenings) else 0
 
     def state_dict(self) -> dict[str, Any]:
         return {"total_env_steps": self.total_env_steps, "total_episodes": self.total_episodes}
@@ -103,10 +100,11 @@ class CollectorBase:
                 {f"player/{k}": v for k, v in arrays.items()})
 
     def load_episode_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        saved = opening_moves_of(meta["player"].get("env") or {})
-        if saved and not isinstance(self.player.venv, RandomOpenings):
-            raise ValueError(f"the collector's episodes were saved with collector.opening_moves {saved}, "
-                             "this run has 0")
+        if meta["player"].get("started"):  # running episodes: they must have the same openings
+            saved, now = opening_moves_of(meta["player"]["env"]), self.openings.max_moves if self.openings else 0
+            if saved != now:
+                raise ValueError(f"the collector's episodes were saved with collector.opening_moves {saved}, "
+                                 f"this run has {now}")
         set_generator_state(self.random_actor.rng, meta["random_rng"])
         self.player.load_state_dict(meta["player"], {k[7:]: v for k, v in arrays.items() if k.startswith("player/")})
 

@@ -99,10 +99,9 @@ class ResumableRandomOpenings(RandomOpenings):
                 "opening_steps": self.opening_steps}, arrays
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
-        saved = opening_moves_of(meta)
-        if saved != self.max_moves:
-            raise ValueError(f"the collector's episodes were saved with collector.opening_moves {saved}, "
-                             f"this run has {self.max_moves}")
+        """Continue from :meth:`state_dict` (the collector checks that ``opening_moves`` matches)."""
+        if "opening_rng" not in meta:
+            raise ValueError("env state was saved without random openings: it does not fit this vector env")
         set_generator_state(self.rng, meta["opening_rng"])
         self.opening_steps = int(meta["opening_steps"])
         return self.venv.load_state_dict(meta["env"], arrays)

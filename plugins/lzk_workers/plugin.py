@@ -11,16 +11,20 @@ from lzkernel import CheckContext, Component, EnvSpec, SegmentBufferOptions, Sim
 from lzk_workers.opponents import OpponentSpec, opponent_check_problems, parse_opponent, parse_opponents
 
 
+def _opening_moves_option() -> Any:
+    """The ``opening_moves`` option every collector config shares (:mod:`lzk_workers.openings`)."""
+    return option(0, doc="Each training episode starts after k uniformly random legal moves, k drawn uniformly "
+                         "from 0 to this (0: off); the opening is not training data. Evaluators always start "
+                         "from the game's start.", min=0)
+
+
 @dataclass
 class EpisodeCollectorConfig:
     """Options of the ``episode`` collector."""
 
     envs: int = option(8, doc="Collector envs stepped together (their vector env lives across collects).", min=1)
     n_episode: int = option(8, doc="Whole episodes per collect, split evenly across the envs (>= envs).", min=1)
-    opening_moves: int = option(
-        0, doc="Each training episode starts after k uniformly random legal moves, k drawn uniformly from "
-               "0 to this (0: off); the opening is not training data. Evaluators always start from the "
-               "game's start.", min=0)
+    opening_moves: int = _opening_moves_option()
 
     def validate(self) -> list[tuple[str, str]]:
         if self.n_episode < self.envs:
@@ -39,10 +43,7 @@ class SegmentCollectorConfig:
     segment_length: int = option(
         50, doc="Transitions per segment, counted from the episode start; set it to the replay buffer's "
                 "segment_length so a collect returns whole buffer segments.", min=1)
-    opening_moves: int = option(
-        0, doc="Each training episode starts after k uniformly random legal moves, k drawn uniformly from "
-               "0 to this (0: off); the opening is not training data. Evaluators always start from the "
-               "game's start.", min=0)
+    opening_moves: int = _opening_moves_option()
 
 
 @dataclass
