@@ -33,7 +33,8 @@ def _state_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 
 def test_gradient_is_scaled_by_one_over_k() -> None:
     k = 4
-    learner = _learner(unroll_steps=k, grad_clip=1e9)
+    # float32 as the reference: on a native-bf16 CPU ``learn_dtype: auto`` would autocast to bf16.
+    learner = _learner(unroll_steps=k, grad_clip=1e9, learn_dtype="float32")
     reference = copy.deepcopy(learner.model).train()
     batch = make_batch(8, k, 2, (4,))
     captured = {}
