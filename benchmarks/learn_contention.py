@@ -24,27 +24,17 @@ import sys
 import time
 from typing import Any
 
-import torch
-
 from _results import write_results
 from lzk_common.precision import cpu_flags, native_bf16
-from mcts import _learn_batch, _policy
+from mcts import learn_setup, time_learn_steps
 
 _SPIN = "while True: pass"
 
 
 def time_steps(dtype: str, threads: int, warmup: int, repeats: int) -> list[float]:
     """ms of each of ``repeats`` learner steps after ``warmup`` steps (alternating two batches)."""
-    torch.set_num_threads(threads)
-    policy = _policy(25, threads, learn_dtype=dtype)
-    batches = [_learn_batch(256, 5, seed) for seed in range(2)]
-    ms = []
-    for i in range(warmup + repeats):
-        t0 = time.perf_counter()
-        policy.learn(batches[i % 2])
-        if i >= warmup:
-            ms.append((time.perf_counter() - t0) * 1e3)
-    return ms
+    policy, batches = learn_setup(dtype, threads, n_batches=2)
+    return time_learn_steps(policy, batches, warmup, repeats)[0]
 
 
 def with_busy(n: int, fn: Any) -> Any:

@@ -114,12 +114,17 @@ def _learn_batch(b: int, k: int, seed: int = 0) -> SimpleNamespace:
     )
 
 
-def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str, float]:
-    """Learner steps at batch 256: median/min ms, and the step's matmuls (forward and backward)
-    against the machine's rate for those very shapes (:func:`gemm_peak.matmul_profile`)."""
+def learn_setup(dtype: str, threads: int, n_batches: int) -> tuple[MuZeroPolicy, list[SimpleNamespace]]:
+    """The CartPole MuZero policy with ``threads`` torch threads in ``dtype``, and ``n_batches``
+    random batch-256, K = 5 learner batches."""
     torch.set_num_threads(threads)
-    policy = _policy(25, threads, learn_dtype=dtype)
-    batches = [_learn_batch(256, 5, seed) for seed in range(4)]
+    return _policy(25, threads, learn_dtype=dtype), [_learn_batch(256, 5, seed) for seed in range(n_batches)]
+
+
+def time_learn_steps(policy: MuZeroPolicy, batches: list[SimpleNamespace], warmup: int,
+                     repeats: int) -> tuple[list[float], list[float]]:
+    """``warmup`` + ``repeats`` learner steps cycling through ``batches``: ms of each timed step and
+    the total loss of every step."""
     ms, loss = [], []
     for i in range(warmup + repeats):
         t0 = time.perf_counter()
@@ -127,6 +132,14 @@ def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str
         if i >= warmup:
             ms.append((time.perf_counter() - t0) * 1e3)
         loss.append(metrics["train/loss_total"])
+    return ms, loss
+
+
+def bench_learn(dtype: str, threads: int, warmup: int, repeats: int) -> dict[str, float]:
+    """Learner steps at batch 256: median/min ms, and the step's matmuls (forward and backward)
+    against the machine's rate for those very shapes (:func:`gemm_peak.matmul_profile`)."""
+    policy, batches = learn_setup(dtype, threads, n_batches=4)
+    ms, loss = time_learn_steps(policy, batches, warmup, repeats)
     median = statistics.median(ms)
     profile = matmul_profile(lambda: policy.learn(batches[0]), median / 1e3, threads)
     return {"ms_per_step": median, "min_ms": min(ms), "final_loss": loss[-1], **profile}

@@ -15,17 +15,23 @@ from typing import Iterable
 NATIVE_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
-    """The CPU's feature flags (the first ``flags`` line of ``cpuinfo``); empty where unreadable
-    (not Linux)."""
+def cpuinfo_field(name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The value of the first ``name`` line of ``cpuinfo`` (the first CPU's), or '' where absent or
+    unreadable (not Linux)."""
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return frozenset()
+        return ""
     for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
+        if line.startswith(name):
+            return line.partition(":")[2].strip()
+    return ""
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU's feature flags (the first ``flags`` line of ``cpuinfo``); empty where unreadable
+    (not Linux)."""
+    return frozenset(cpuinfo_field("flags", cpuinfo).split())
 
 
 def native_bf16(device: str, flags: Iterable[str] | None = None) -> bool:

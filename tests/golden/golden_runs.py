@@ -67,26 +67,15 @@ def fingerprint() -> dict[str, str]:
     import numpy
     import torch
 
-    from lzk_common.precision import native_bf16
+    from lzk_common.precision import cpuinfo_field, native_bf16
 
     # The vendor too: MKL and oneDNN pick different float32 kernels on AMD and Intel CPUs of the
     # same capability (an AVX-512 EPYC did not reproduce the Xeon's record), and native bf16 makes
     # ``learn_dtype: auto`` choose bfloat16.
     return {"machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cpu_vendor": _cpu_vendor(), "native_bf16": str(native_bf16("cpu")),
+            "cpu_vendor": cpuinfo_field("vendor_id"), "native_bf16": str(native_bf16("cpu")),
             "torch": torch.__version__, "numpy": numpy.__version__, "numba": numba.__version__,
             "python": platform.python_version()}
-
-
-def _cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """``vendor_id`` of the first CPU ('GenuineIntel', 'AuthenticAMD'), or '' where unreadable."""
-    try:
-        for line in Path(cpuinfo).read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("vendor_id"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def _kept(key: str) -> bool:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lzk_common import precision
-from lzk_common.precision import cpu_flags, native_bf16, resolve_learn_dtype
+from lzk_common.precision import cpu_flags, cpuinfo_field, native_bf16, resolve_learn_dtype
 from lzk_muzero import plugin
 from muzero_helpers import small_policy_cfg
 
@@ -53,6 +53,13 @@ def test_cpu_flags_reads_the_flags_line(tmp_path: Path) -> None:
     assert cpu_flags(info) == {"fpu", "avx2", "avx512_bf16"}
     assert native_bf16("cpu", cpu_flags(info))
     assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+def test_cpuinfo_field_reads_the_first_cpus_value(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\n\nprocessor\t: 1\nvendor_id\t: Other\n")
+    assert cpuinfo_field("vendor_id", info) == "AuthenticAMD"
+    assert cpuinfo_field("flags", info) == "" and cpuinfo_field("vendor_id", tmp_path / "missing") == ""
 
 
 @pytest.mark.parametrize("machine_flags, dtype", [(frozenset({"avx2"}), None),
