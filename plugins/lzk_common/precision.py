@@ -16,15 +16,16 @@ NATIVE_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 def cpuinfo_field(name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """The value of the first ``name`` line of ``cpuinfo`` (the first CPU's), or '' where absent or
-    unreadable (not Linux)."""
+    """The value of the first line keyed exactly ``name`` in ``cpuinfo`` (the first CPU's), or ''
+    where absent or unreadable (not Linux). Keys match whole ('cpu' is not 'cpu family')."""
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
     for line in text.splitlines():
-        if line.startswith(name):
-            return line.partition(":")[2].strip()
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
     return ""
 
 

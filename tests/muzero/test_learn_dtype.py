@@ -60,6 +60,7 @@ def test_cpuinfo_field_reads_the_first_cpus_value(tmp_path: Path) -> None:
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\n\nprocessor\t: 1\nvendor_id\t: Other\n")
     assert cpuinfo_field("vendor_id", info) == "AuthenticAMD"
     assert cpuinfo_field("flags", info) == "" and cpuinfo_field("vendor_id", tmp_path / "missing") == ""
+    assert cpuinfo_field("vendor", info) == ""  # whole keys, not prefixes
 
 
 @pytest.mark.parametrize("machine_flags, dtype", [(frozenset({"avx2"}), None),
