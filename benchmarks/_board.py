@@ -14,19 +14,27 @@ from lzk_envs.openspiel import OpenSpielEnvSpec
 from lzk_envs.tictactoe_solver import tictactoe_solver
 
 
-def optimal_move_rate(policy: Any, spec: OpenSpielEnvSpec, chunk: int = 512) -> tuple[float, int]:
-    """(share of the 4,520 non-terminal positions where the greedy move is minimax-optimal,
-    number of positions where it is not)."""
-    solver = tictactoe_solver()
-    states = list(solver.positions())
+def greedy_moves(policy: Any, spec: OpenSpielEnvSpec, states: list[Any], chunk: int = 512) -> np.ndarray:
+    """[N] int64: the policy's eval-mode move (its search, ``eval_num_simulations``) at each of
+    ``states``, ``chunk`` positions per call."""
     sim = spec.make_simulator()
-    wrong = 0
+    out = np.empty(len(states), np.int64)
     for lo in range(0, len(states), chunk):
         part = states[lo:lo + chunk]
         view = sim.observe(part)
         res = policy.act(view.obs, view.legal, view.to_play, mode="eval", env_ids=np.arange(len(part)),
                          timestep=np.zeros(len(part), np.int64), states=part)
-        wrong += sum(int(a) not in solver.optimal_actions(s) for a, s in zip(res.action, part))
+        out[lo:lo + len(part)] = res.action
+    return out
+
+
+def optimal_move_rate(policy: Any, spec: OpenSpielEnvSpec, chunk: int = 512) -> tuple[float, int]:
+    """(share of the 4,520 non-terminal positions where the greedy move is minimax-optimal,
+    number of positions where it is not)."""
+    solver = tictactoe_solver()
+    states = list(solver.positions())
+    actions = greedy_moves(policy, spec, states, chunk)
+    wrong = sum(int(a) not in solver.optimal_actions(s) for a, s in zip(actions, states))
     return 1.0 - wrong / len(states), wrong
 
 
