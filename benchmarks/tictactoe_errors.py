@@ -72,9 +72,10 @@ def main() -> None:
     from lzkernel.evaluate import load_policy
     from lzkernel.pluginmanager import Kernel
 
+    kernel = Kernel()  # plugins discovered once; each search size rebuilds the policy from the checkpoint
     rows = []
     for sims in args.sims:
-        loaded = load_policy(Kernel(), args.run, checkpoint=args.checkpoint,
+        loaded = load_policy(kernel, args.run, checkpoint=args.checkpoint,
                              overrides=[f"policy.eval_num_simulations={sims}"])
         row = {"sims": sims, "train_iter": loaded.meta.get("train_iter"), **classify(loaded.policy, loaded.env_spec)}
         rows.append(row)
