@@ -229,6 +229,8 @@ class LatentLearner(LearnerBase):
             out.loss.detach(), out.value.mean(), out.reward.mean(), out.policy.mean(), out.ssl.mean(),
             out.entropy.mean() / (k_steps + 1), grad_norm.detach().float(), out.root_value.mean(),
             tb.target_value[:, 0].mean(),
+            # Entropy of the visit targets [B, K+1, A], per step (padded steps' zero targets give 0).
+            torch.special.entr(tb.target_policy).sum(-1).mean(),
         ]).tolist()
         finite = self.commit(values[0], values[6], self.model.buffers(), saved, lr=lr)
         target_updated = finite and self.steps % self.cfg.target_update_freq == 0
@@ -236,11 +238,12 @@ class LatentLearner(LearnerBase):
             self.update_target()
 
         names = ("loss_total", "loss_value", self.reward_metric, "loss_policy", "loss_ssl", "policy_entropy",
-                 "grad_norm", "value_mean", "target_value_mean")
+                 "grad_norm", "value_mean", "target_value_mean", "target_policy_entropy")
         metrics = {f"train/{n}": float(v) for n, v in zip(names, values)}
         metrics["train/lr"] = lr
         metrics["train/skipped_nonfinite"] = 0.0 if finite else 1.0
         priorities = ((out.root_value - tb.target_value[:, 0]).abs() + 1e-6).detach().float().cpu().numpy()
+        metrics["train/priority_mean"] = float(priorities.mean())
         return metrics, priorities if finite else finite_priorities(priorities), target_updated
 
     def update_target(self) -> None:

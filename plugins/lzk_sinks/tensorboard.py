@@ -13,6 +13,7 @@ call, and the run ends with one line naming the path. Files are flushed (and fsy
 from __future__ import annotations
 
 import math
+import struct
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -57,6 +58,36 @@ class EventFile:
             if exc.filename is None:
                 exc.filename = self.path
             raise
+
+
+def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list[tuple[int, float]]]:
+    """tag → [(step, value)] in file order, from the ``events.out.tfevents.*`` files directly
+    under ``logdir`` (ours or any TensorBoard writer's, e.g. LightZero's ``log/serial``).
+
+    Each TFRecord is a little-endian uint64 length, its masked CRC, the ``Event`` proto and the
+    proto's CRC; CRCs are not checked. A file cut inside a record (its writer still running or
+    killed) raises ``ValueError`` naming the file, unless ``allow_partial``, which keeps the
+    complete records before the cut.
+    """
+    from tensorboardX.proto import event_pb2
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for f in sorted(Path(logdir).glob("events.out.tfevents.*")):
+        data = f.read_bytes()
+        pos = 0
+        while pos < len(data):
+            if pos + 12 > len(data):
+                break
+            (n,) = struct.unpack("<Q", data[pos:pos + 8])
+            if pos + 12 + n + 4 > len(data):
+                break
+            event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
+            pos += 12 + n + 4
+            for value in event.summary.value:
+                out.setdefault(value.tag, []).append((int(event.step), float(value.simple_value)))
+        if pos != len(data) and not allow_partial:
+            raise ValueError(f"{f}: ends inside a record at byte {pos} of {len(data)}")
+    return out
 
 
 _writers: dict[int, EventFile] = {}

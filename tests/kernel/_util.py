@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -76,21 +75,9 @@ def without_wall_time(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def read_tb_scalars(tb_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """tag → [(step, value)] from the TFRecord event files under ``tb_dir`` (tensorboardX's protos)."""
-    from tensorboardX.proto import event_pb2
+    """tag → [(step, value)] from the event files under ``tb_dir``; every file must end on a
+    complete record."""
+    from lzk_sinks.tensorboard import read_scalars
 
-    out: dict[str, list[tuple[int, float]]] = {}
-    files = sorted(tb_dir.glob("events.out.tfevents.*"))
-    assert files, f"no event file under {tb_dir}"
-    for f in files:
-        data = f.read_bytes()
-        pos = 0
-        while pos < len(data):
-            (n,) = struct.unpack("<Q", data[pos:pos + 8])
-            pos += 12  # length + its crc
-            event = event_pb2.Event.FromString(data[pos:pos + n])
-            pos += n + 4  # payload + its crc
-            for value in event.summary.value:
-                out.setdefault(value.tag, []).append((event.step, value.simple_value))
-        assert pos == len(data), f"{f} ends with a partial record"
-    return out
+    assert sorted(tb_dir.glob("events.out.tfevents.*")), f"no event file under {tb_dir}"
+    return read_scalars(tb_dir)

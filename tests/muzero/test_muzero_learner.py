@@ -100,6 +100,11 @@ def test_a_few_steps_reduce_the_loss_and_priorities() -> None:
                 "train/policy_entropy", "train/grad_norm", "train/lr", "train/value_mean", "train/target_value_mean"}
     assert expected <= set(last)
     assert last["train/target_value_mean"] == pytest.approx(float(batch.target_value[:, 0].mean()), rel=1e-5)
+    # The visit targets' entropy per step, averaged over the batch and the K + 1 steps.
+    tp = np.asarray(batch.target_policy, np.float64)
+    entropy = -np.where(tp > 0, tp * np.log(np.where(tp > 0, tp, 1.0)), 0.0).sum(-1).mean()
+    assert last["train/target_policy_entropy"] == pytest.approx(entropy, rel=1e-5)
+    assert last["train/priority_mean"] == pytest.approx(float(np.mean(prio)), rel=1e-6)
 
 
 def test_priorities_formula() -> None:
