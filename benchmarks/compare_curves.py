@@ -17,7 +17,9 @@ Where the definitions differ the pair's note says how (:data:`PAIRS`).
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -79,12 +81,8 @@ def ours_series(run_dir: Path) -> dict[str, Series]:
 
 def at(series: Series, iteration: int) -> float | None:
     """The last value logged at or before ``iteration`` (None before the first)."""
-    value = None
-    for it, v in series:
-        if it > iteration:
-            break
-        value = v
-    return value
+    i = bisect.bisect_right(series, (iteration, math.inf))
+    return series[i - 1][1] if i else None
 
 
 def compare(lz: dict[str, Series], ours: dict[str, Series], every: int) -> dict[str, Any]:

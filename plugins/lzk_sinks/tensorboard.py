@@ -75,12 +75,10 @@ def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list
     for f in sorted(Path(logdir).glob("events.out.tfevents.*")):
         data = f.read_bytes()
         pos = 0
-        while pos < len(data):
-            if pos + 12 > len(data):
-                break
+        while pos + 12 <= len(data):  # a record's 12-byte header is there
             (n,) = struct.unpack("<Q", data[pos:pos + 8])
             if pos + 12 + n + 4 > len(data):
-                break
+                break  # its payload or CRC is not
             event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
             pos += 12 + n + 4
             for value in event.summary.value:
