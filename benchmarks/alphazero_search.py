@@ -34,7 +34,8 @@ CASES = [("connect4_alphazero.yaml", 8, 50), ("tictactoe_alphazero.yaml", 8, 25)
 def _policy(config: str, sims: int) -> tuple[AlphaZeroPolicy, OpenSpielEnvSpec]:
     data = yaml.safe_load((ROOT / "configs" / config).read_text())
     env, pol = data["env"], data["policy"]
-    spec = OpenSpielEnvSpec.load(env["game"], env.get("params"))
+    spec = OpenSpielEnvSpec.load(env["game"], env.get("params"), to_play_plane=env.get("to_play_plane", True),
+                                 mover_planes=env.get("mover_planes", ()))
     body = {k: v for k, v in pol.items() if k != "name"}
     body["num_simulations"] = sims
     cfg, problems = validate(AlphaZeroPolicyConfig, body, "policy")

@@ -9,7 +9,7 @@ observations, rewards and players (conventions in that module's docstring):
 
 * ``obs`` [E, *O] float32: ``observation_tensor`` of the player to move, in the game's shape,
   after a leading to-play slice (1.0: player 1 moves, 0.0: player 2) unless ``to_play_plane`` is
-  off;
+  off; with ``mover_planes`` the two players' piece slices are swapped where player 2 moves;
 * ``to_play`` [E]: OpenSpiel player + 1 (1 moves first);
 * ``reward`` [E]: the reward of the move just made for the player who made it (+1 for a winning
   move, -1 for a move that loses, 0 otherwise and for draws);
@@ -22,13 +22,13 @@ Shape letters: E envs, A actions, O observation shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from lzkernel import Opponent, StepBatch, Symmetry
+from lzkernel import ConfigError, Opponent, StepBatch, Symmetry
 from lzk_envs.openspiel_game import game_id, load_game
-from lzk_envs.openspiel_sim import OpenSpielSimulator, observation_shape
+from lzk_envs.openspiel_sim import OpenSpielSimulator, mover_planes_problem, observation_shape
 from lzk_envs.vector import check_restored, check_step_args
 
 
@@ -44,6 +44,8 @@ class OpenSpielEnvSpec:
     opponents: tuple[str, ...] = ()
     #: Observations start with a slice that says who moves (see :mod:`lzk_envs.openspiel_sim`).
     to_play_plane: bool = True
+    #: Slices (a, b) of the game's tensor swapped where player 2 moves: the mover's pieces in a.
+    mover_planes: tuple[int, ...] = ()
     two_player: bool = True
     #: OpenSpiel games end by their own rules (go and others have a move cap in the rules), so a
     #: row is never truncated; kept True for the EnvSpec contract.
@@ -51,13 +53,16 @@ class OpenSpielEnvSpec:
 
     @classmethod
     def load(cls, game: str, params: Mapping[str, Any] | None = None, *,
-             to_play_plane: bool = True) -> OpenSpielEnvSpec:
+             to_play_plane: bool = True, mover_planes: Sequence[int] = ()) -> OpenSpielEnvSpec:
         """The spec of OpenSpiel game ``game`` with ``params``; :class:`ConfigError` naming the
         game and the unsupported property when the env cannot play it."""
         from lzk_envs.board_bots import opponent_names
 
         params = dict(params or {})
         loaded = load_game(game, params)
+        problem = mover_planes_problem(loaded, mover_planes) if mover_planes else None
+        if problem:
+            raise ConfigError(f"env.mover_planes: {problem}")
         return cls(
             id=game_id(loaded, params),
             obs_shape=observation_shape(loaded, to_play_plane),
@@ -65,6 +70,7 @@ class OpenSpielEnvSpec:
             game=loaded,
             opponents=opponent_names(loaded),
             to_play_plane=to_play_plane,
+            mover_planes=tuple(int(i) for i in mover_planes),
         )
 
     def make_vector(self, num_envs: int, seed: int) -> OpenSpielVectorEnv:
@@ -81,7 +87,7 @@ class OpenSpielEnvSpec:
 
     def make_simulator(self) -> OpenSpielSimulator:
         """A simulator for the states this spec's vector envs report."""
-        return OpenSpielSimulator(self.game, self.to_play_plane)
+        return OpenSpielSimulator(self.game, self.to_play_plane, self.mover_planes)
 
     def make_opponent(self, name: str, params: Mapping[str, Any], seed: int) -> Opponent:
         """Opponent ``name`` (one of :attr:`opponents`) with its ``params``, seeded with ``seed``;

@@ -18,7 +18,12 @@ Conventions (shared with :class:`lzk_envs.openspiel.OpenSpielVectorEnv`, which s
   says who moves: [C, *R] becomes [C + 1, *R] (a 1-D tensor [F] becomes [F + 1]), its slice 0 all
   1.0 where ``to_play`` is 1 and all 0.0 where it is 2, terminal states included. Many games'
   tensors (tic-tac-toe, connect four, breakthrough, hex) are the same for both players, so without
-  it a value network cannot know whose view it predicts.
+  it a value network cannot know whose view it predicts;
+* with ``mover_planes`` (a, b), slices a and b of the game's tensor (the two players' pieces) are
+  swapped wherever player 2 is to move, so slice a always holds the mover's pieces and b the
+  opponent's (AlphaGo Zero's encoding, and LightZero's board envs'): one function of the position
+  serves both players instead of two. Tic-tac-toe's pieces are slices (2, 1) for (player 1,
+  player 2), connect four's (0, 1).
 
 Shape letters: n states, A actions, O observation shape.
 """
@@ -39,10 +44,23 @@ def observation_shape(game: Any, to_play_plane: bool) -> tuple[int, ...]:
     return (shape[0] + 1, *shape[1:]) if to_play_plane else shape
 
 
+def mover_planes_problem(game: Any, mover_planes: Sequence[int]) -> str | None:
+    """Why ``mover_planes`` cannot be used with ``game`` (None: it can): two distinct slices of
+    the leading axis of a tensor with at least two axes."""
+    shape = tuple(int(d) for d in game.observation_tensor_shape())
+    if len(mover_planes) != 2 or len(set(mover_planes)) != 2:
+        return f"expected two distinct slice indices [a, b], got {list(mover_planes)}"
+    if len(shape) < 2:
+        return f"the observation tensor of {str(game)!r} is 1-D {list(shape)}: it has no slices to swap"
+    if not all(0 <= int(i) < shape[0] for i in mover_planes):
+        return f"slice indices must lie in [0, {shape[0]}) for the tensor {list(shape)} of {str(game)!r}"
+    return None
+
+
 class OpenSpielSimulator:
     """A :class:`~lzkernel.Simulator` for the states of one ``pyspiel.Game``."""
 
-    def __init__(self, game: Any, to_play_plane: bool = True) -> None:
+    def __init__(self, game: Any, to_play_plane: bool = True, mover_planes: Sequence[int] = ()) -> None:
         pyspiel = import_pyspiel()
         from open_spiel.python.observation import make_observation
 
@@ -52,6 +70,12 @@ class OpenSpielSimulator:
         # entries of the leading to-play slice in a flat observation (prod of the trailing axes;
         # 1 for a 1-D tensor); 0: no plane
         self._plane = int(np.prod(self.obs_shape[1:])) if to_play_plane else 0
+        if mover_planes:
+            problem = mover_planes_problem(game, mover_planes)
+            if problem:
+                raise ValueError(f"openspiel mover_planes: {problem}")
+        self._mover_planes: tuple[int, ...] = tuple(int(i) for i in mover_planes)
+        self._tensor_shape = tuple(int(d) for d in game.observation_tensor_shape())
         self._spiel_error = pyspiel.SpielError
         observer = make_observation(game)
         self._set_obs = observer.set_from  # writes the observation of (state, player) into _obs_buf
@@ -122,7 +146,7 @@ class OpenSpielSimulator:
             set_obs(state, player)
             obs[i, plane:] = buf
             to_play[i] = player + 1
-        self._set_to_play_plane(obs, to_play)
+        self._finish_obs(obs, to_play)
         self._set_legal(view.legal, moves)
         return view
 
@@ -143,15 +167,23 @@ class OpenSpielSimulator:
             self._set_obs(state, player)
             obs[i, self._plane:] = self._obs_buf
             view.to_play[i] = player + 1
-        self._set_to_play_plane(obs, view.to_play)
+        self._finish_obs(obs, view.to_play)
         self._set_legal(view.legal, moves)
         return view
 
-    def _set_to_play_plane(self, obs: np.ndarray, to_play: np.ndarray) -> None:
-        """The leading slice of each flat observation ``obs`` [n, prod(O)]: 1.0 where ``to_play``
-        [n] is player 1, else 0.0 (nothing without the plane)."""
+    def _finish_obs(self, obs: np.ndarray, to_play: np.ndarray) -> None:
+        """Complete the flat observations ``obs`` [n, prod(O)], which hold the game's tensors after
+        the to-play slice: the leading slice 1.0 where ``to_play`` [n] is player 1, else 0.0
+        (without the plane: nothing); with ``mover_planes`` (a, b), slices a and b swapped in the
+        rows where player 2 moves."""
         if self._plane:
             obs[:, : self._plane] = (to_play == 1)[:, None]
+        if self._mover_planes:
+            second = np.flatnonzero(to_play == 2)
+            if second.size:
+                tensors = obs[:, self._plane:].reshape(len(obs), self._tensor_shape[0], -1)  # a view
+                a, b = self._mover_planes
+                tensors[second, a], tensors[second, b] = tensors[second, b], tensors[second, a]
 
     @staticmethod
     def _set_legal(legal: np.ndarray, moves: list[list[int]]) -> None:

@@ -92,12 +92,25 @@ class OpenSpielEnvConfig:
         "[C, H, W] becomes [C+1, H, W], a 1-D [F] becomes [F+1]. Many OpenSpiel tensors (tic_tac_toe, "
         "connect_four, breakthrough, hex) are the same for both players without it."
     )
+    mover_planes: list[int] = option(
+        [], doc="Two slices [a, b] of the game's observation tensor holding player 1's and player 2's pieces, "
+        "swapped wherever player 2 moves, so slice a always holds the mover's pieces (AlphaGo Zero's and "
+        "LightZero's encoding): tic_tac_toe [2, 1], connect_four [0, 1]. Empty: the tensor as OpenSpiel gives it."
+    )
 
     def validate(self) -> list[tuple[str, str]]:
         """Load the game now, so that ``lzkernel config`` already refuses one the env cannot play."""
         from lzk_envs.openspiel_game import game_problems
 
-        return game_problems(self.game, self.params)
+        problems = game_problems(self.game, self.params)
+        if self.mover_planes and not problems:
+            from lzk_envs.openspiel_game import load_game
+            from lzk_envs.openspiel_sim import mover_planes_problem
+
+            problem = mover_planes_problem(load_game(self.game, self.params), self.mover_planes)
+            if problem:
+                problems.append(("mover_planes", problem))
+        return problems
 
     def opponent_problems(self, name: str, params: Mapping[str, Any]) -> list[str]:
         """Why opponent ``name`` with ``params`` cannot play this game (empty: it can), one line
@@ -122,7 +135,8 @@ def make_openspiel_env(cfg: OpenSpielEnvConfig, run: Any = None) -> Any:
     """Build a :class:`lzk_envs.openspiel.OpenSpielEnvSpec` (ConfigError for a game it cannot play)."""
     from lzk_envs.openspiel import OpenSpielEnvSpec
 
-    return OpenSpielEnvSpec.load(cfg.game, cfg.params, to_play_plane=cfg.to_play_plane)
+    return OpenSpielEnvSpec.load(cfg.game, cfg.params, to_play_plane=cfg.to_play_plane,
+                                 mover_planes=cfg.mover_planes)
 
 
 @hookimpl

@@ -8,7 +8,7 @@ import pytest
 
 pyspiel = pytest.importorskip("pyspiel")
 
-from lzkernel import Simulator, SimulatorEnvSpec, VectorEnv  # noqa: E402
+from lzkernel import ConfigError, Simulator, SimulatorEnvSpec, VectorEnv  # noqa: E402
 from lzk_envs.openspiel import OpenSpielEnvSpec  # noqa: E402
 from lzk_envs.plugin import OpenSpielEnvConfig, make_openspiel_env  # noqa: E402
 
@@ -249,3 +249,57 @@ def test_vector_env_state_replays_the_moves_on_fresh_games(spec: OpenSpielEnvSpe
         for name in ("obs", "legal", "to_play", "reward", "terminated", "final_obs", "episode_return",
                      "episode_length"):
             np.testing.assert_array_equal(getattr(batch, name), getattr(other, name), err_msg=name)
+
+
+@pytest.mark.parametrize("game,planes", [("tic_tac_toe", (2, 1)), ("connect_four", (0, 1))])
+def test_mover_planes_put_the_mover_s_pieces_first(game: str, planes: tuple[int, int]) -> None:
+    """With ``mover_planes`` (a, b), under random play in the simulator and the vector env, slice
+    a holds exactly the mover's pieces and b the opponent's (read from pyspiel's board), the
+    other slices and the to-play plane are the game's own, and the first player's view is the
+    plain tensor."""
+    a, b = planes
+    spec = make_openspiel_env(OpenSpielEnvConfig(game=game, mover_planes=list(planes)))
+    plain = make_openspiel_env(OpenSpielEnvConfig(game=game))
+    assert spec.obs_shape == plain.obs_shape and spec.mover_planes == planes
+    sim, raw_sim = spec.make_simulator(), plain.make_simulator()
+    rng = np.random.default_rng(0)
+    swapped = 0
+    for _ in range(20):
+        state = sim.new_state()
+        view = sim.observe([state])
+        while True:
+            raw = raw_sim.observe([state])
+            obs, ref = view.obs[0], raw.obs[0]
+            if view.to_play[0] == 1:
+                assert (obs == ref).all()
+            else:
+                swapped += 1
+                assert (obs[1 + a] == ref[1 + b]).all() and (obs[1 + b] == ref[1 + a]).all()
+                others = [i for i in range(ref.shape[0]) if i not in (1 + a, 1 + b)]
+                assert (obs[others] == ref[others]).all()
+            # the mover's slice counts the mover's stones on pyspiel's board (x: player 1, o: player 2)
+            assert obs[1 + a].sum() == str(state).count("xo"[int(view.to_play[0]) - 1])
+            if view.terminal[0]:
+                break
+            legal = np.flatnonzero(view.legal[0])
+            view = sim.step([state], np.array([rng.choice(legal)]))
+    assert swapped > 20
+    venv, raw_venv = spec.make_vector(4, seed=0), plain.make_vector(4, seed=0)
+    batch, raw_batch = venv.reset(), raw_venv.reset()
+    for _ in range(30):
+        second = batch.to_play == 2
+        assert (batch.obs[~second] == raw_batch.obs[~second]).all()
+        assert (batch.obs[second][:, 1 + a] == raw_batch.obs[second][:, 1 + b]).all()
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in batch.legal])
+        batch, raw_batch = venv.step(actions), raw_venv.step(actions)
+
+
+def test_mover_planes_errors_name_the_key_and_the_problem() -> None:
+    """Bad ``mover_planes``: one line naming the key and what is expected."""
+    cases = {("tic_tac_toe", (0, 3)): "must lie in [0, 3)", ("tic_tac_toe", (1, 1)): "two distinct",
+             ("tic_tac_toe", (1,)): "two distinct", ("oware", (0, 1)): "1-D"}
+    for (game, planes), words in cases.items():
+        problems = OpenSpielEnvConfig(game=game, mover_planes=list(planes)).validate()
+        assert len(problems) == 1 and problems[0][0] == "mover_planes" and words in problems[0][1]
+        with pytest.raises(ConfigError, match=r"env\.mover_planes"):
+            OpenSpielEnvSpec.load(game, mover_planes=planes)
