@@ -85,7 +85,7 @@ def test_cli_config_accepts_a_board_game(tmp_path: Path) -> None:
     proc = _lzkernel_config(tmp_path, {"name": "openspiel", "game": "go", "params": {"board_size": 9}})
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout)["env"] == {"name": "openspiel", "game": "go", "params": {"board_size": 9},
-                                                  "to_play_plane": True}
+                                                  "to_play_plane": True, "mover_planes": []}
 
 
 def test_missing_open_spiel_is_a_config_error() -> None:
