@@ -27,7 +27,8 @@ from lzk_alphazero.config import AlphaZeroPolicyConfig
 from lzk_alphazero.learner import AlphaZeroLearner
 from lzk_alphazero.model import AlphaZeroNet
 from lzk_common.acting import torch_threads, visit_distribution
-from lzk_common.policy import SearchPolicyBase, VersionedSnapshots, frozen_copy
+from lzk_common.inference import fold_batchnorm
+from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.symmetry import batch_symmetries
 from lzkernel import ActResult, ConfigError, SimulatorEnvSpec
 
@@ -53,7 +54,9 @@ class AlphaZeroPolicy(SearchPolicyBase):
         self.simulator = env_spec.make_simulator()
         self.attach(AlphaZeroNet(self.obs_shape, self.num_actions, cfg.model),
                     lambda model, _: AlphaZeroLearner(model, cfg, average_gradients=average_gradients), target=False)
-        self._nets: VersionedSnapshots[torch.nn.Module] = VersionedSnapshots(lambda _: frozen_copy(self.model))
+        # The search's network: an eval copy with every BatchNorm folded into the conv before it
+        # (the same function up to float rounding, 2 ops fewer per conv at every simulation).
+        self._nets: VersionedSnapshots[torch.nn.Module] = VersionedSnapshots(lambda _: fold_batchnorm(self.model))
         self.network_seconds = 0.0
         #: Random board symmetries of training positions (None: off, or no symmetric game).
         self.symmetries = batch_symmetries(env_spec, cfg.augment_symmetries, seed)

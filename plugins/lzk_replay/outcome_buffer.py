@@ -10,6 +10,14 @@ so in a two-player game that ends with a win, every position of the winner gets 
 position of the loser −1 (γ = 1); a draw gives 0. An episode cut by a time limit counts as ended
 there (no value beyond its last move). The policy target is the stored visit distribution.
 
+With ``root_value_weight`` w > 0 the value target is ``(1 − w)·z_t + w·q_t``, q_t the search's
+root value at t (the mover's view, as the collector records it). The outcome of one game is a
+single noisy draw of a position's value: a move sampled for exploration late in a won game turns
+every earlier position's target to −1; the search's value is the network's current estimate
+improved by lookahead, biased but far less noisy. Averaging the two is what Oracle's connect-four
+AlphaZero study found to learn fastest ("Lessons from AlphaZero, part 4", 2018; w = 0.5);
+w = 0 is the paper's target.
+
 Storage is a FIFO ring of ``capacity`` positions (numpy arrays); sampling is uniform, without
 replacement when the batch fits (as LightZero's AlphaZero buffer). ``update_priorities`` accepts
 and ignores priorities (uniform replay).
@@ -41,18 +49,22 @@ def outcome_targets(traj: Trajectory, discount: float) -> np.ndarray:
 
 
 class OutcomeBuffer:
-    """Positions with outcome value targets, FIFO over ``capacity`` positions, uniform sampling."""
+    """Positions with outcome value targets (optionally mixed with the root values), FIFO over
+    ``capacity`` positions, uniform sampling."""
 
     def __init__(self, *, capacity: int, obs_shape: Sequence[int], num_actions: int, discount: float = 1.0,
-                 obs_dtype: Any = np.float32) -> None:
+                 root_value_weight: float = 0.0, obs_dtype: Any = np.float32) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if not 0.0 <= root_value_weight <= 1.0:
+            raise ValueError(f"root_value_weight must be in [0, 1], got {root_value_weight}")
         self.capacity, self.discount = int(capacity), float(discount)
+        self.root_value_weight = float(root_value_weight)
         self.obs_shape, self.num_actions = tuple(int(d) for d in obs_shape), int(num_actions)
         c, a = self.capacity, self.num_actions
         self.obs = np.zeros((c, *self.obs_shape), obs_dtype)  # [C, *O]
         self.policy = np.zeros((c, a), np.float32)  # [C, A] visit distributions
-        self.value = np.zeros(c, np.float32)  # [C] z
+        self.value = np.zeros(c, np.float32)  # [C] value targets: z, or (1 − w)·z + w·q
         self.legal = np.zeros((c, a), bool)  # [C, A]
         self.to_play = np.zeros(c, np.int64)  # [C]
         self.ids = np.full(c, -1, np.int64)  # [C] global position id (-1: empty)
@@ -78,6 +90,9 @@ class OutcomeBuffer:
                 raise ValueError(f"trajectory obs {traj.obs.shape[1:]} / visit_dist {traj.visit_dist.shape} do not "
                                  f"match the buffer's {self.obs_shape} / (T, {self.num_actions})")
             z = outcome_targets(traj, self.discount)
+            if self.root_value_weight > 0.0:
+                w = np.float32(self.root_value_weight)
+                z = ((1 - w) * z + w * np.asarray(traj.root_values, np.float32)).astype(np.float32)
             # Only the last `capacity` positions of an oversized push can survive it.
             for t in range(max(0, T - self.capacity), T):
                 slot = self.next_id % self.capacity

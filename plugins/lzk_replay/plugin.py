@@ -62,6 +62,10 @@ class OutcomeBufferConfig:
     """Options of the ``outcome`` replay buffer (AlphaZero)."""
 
     capacity: int = option(1_000_000, doc="Stored positions at most (the oldest are dropped first).", min=1)
+    root_value_weight: float = option(
+        0.0, doc="w in the value target (1 − w)·z + w·q: z the game's outcome, q the search's root value at the "
+        "position (0: the outcome alone, as the paper; 0.5: the average, as Oracle's connect-four study).",
+        min=0.0, max=1.0)
 
 
 def _geometry(env_spec: EnvSpec, target_spec: TargetSpec) -> dict[str, Any]:
@@ -100,7 +104,8 @@ def make_outcome_buffer(cfg: OutcomeBufferConfig, run: Any, *, env_spec: EnvSpec
     from lzk_replay.outcome_buffer import OutcomeBuffer
 
     return OutcomeBuffer(capacity=cfg.capacity, obs_shape=tuple(env_spec.obs_shape),
-                         num_actions=int(env_spec.num_actions), discount=target_spec.discount)
+                         num_actions=int(env_spec.num_actions), discount=target_spec.discount,
+                         root_value_weight=cfg.root_value_weight)
 
 
 def check_outcome_geometry(ctx: CheckContext) -> list[str]:

@@ -45,6 +45,17 @@ def test_the_search_finds_the_winning_or_saving_move(game: str, moves: list[int]
     assert int(res.action[0]) in good, (res.action, np.round(res.visit_dist[0], 2))
 
 
+@pytest.mark.parametrize("moves", [[0, 3, 1, 4], [0, 3, 1, 4, 8]])  # x, then o, to move with a win in one
+def test_root_value_is_the_movers_view(moves: list[int]) -> None:
+    """The recorded root value (a value target with ``buffer.root_value_weight``) is the side to
+    move's: a position it wins in one move is worth nearly +1 to it, whichever player it is."""
+    policy, spec = _policy("tic_tac_toe", 200)
+    state = _state(spec, moves)
+    view = spec.make_simulator().observe([state])
+    res = policy.act(view.obs, view.legal, view.to_play, mode="eval", env_ids=np.zeros(1, np.int64), states=[state])
+    assert float(res.root_value[0]) > 0.8, res.root_value
+
+
 def test_visits_legality_and_terminal_nodes() -> None:
     """A batch of positions: visits sum to S over legal moves only; winning moves lead to
     terminal nodes (never expanded, so revisits cost no network call)."""
@@ -114,3 +125,28 @@ def test_eval_is_greedy_and_collect_samples_only_the_first_moves() -> None:
     early = {int(policy.act(view.obs, view.legal, view.to_play, mode="collect", env_ids=np.zeros(1, np.int64),
                             timestep=np.array([0]), states=[state]).action[0]) for _ in range(20)}
     assert len(early) > 1  # sampled in proportion to the visits
+
+
+def test_the_search_network_is_the_model_with_batchnorm_folded() -> None:
+    """``evaluate`` (the search's network) equals the model in eval mode to float rounding, with
+    no BatchNorm left, after BN statistics and weights moved away from their initial values."""
+    import torch
+
+    policy, spec = _policy("connect_four", 4)
+    with torch.no_grad():
+        for m in policy.model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5), m.bias.uniform_(-0.2, 0.2)
+        for p in policy.model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    policy.mark_weights_changed()
+    obs = spec.make_simulator().observe([_state(spec, m) for m in ([], [3, 3, 2], [0, 1, 2, 3, 4])]).obs
+    logits, value = policy.evaluate(obs)
+    policy.model.eval()
+    with torch.no_grad():
+        ref_logits, ref_value = policy.model(torch.as_tensor(obs, dtype=torch.float32))
+    np.testing.assert_allclose(logits, ref_logits.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value, ref_value.numpy(), rtol=1e-4, atol=1e-5)
+    net = policy._nets.get("online")
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())

@@ -47,6 +47,20 @@ def test_agent_view_trajectories_keep_their_rewards() -> None:
     np.testing.assert_array_equal(outcome_targets(g, 1.0), [-1, -1])
 
 
+def test_root_value_weight_mixes_outcome_and_search_value() -> None:
+    """w = 0.25: target = 0.75·z + 0.25·q per position, each in its mover's view; w = 0 keeps z."""
+    win = _game([0, 0, 0, 0, 1], [1, 2, 1, 2, 1, 2])
+    win.root_values = np.asarray([0.2, -0.4, 0.6, -0.8, 1.0], np.float32)
+    z = outcome_targets(win, 1.0)
+    mixed = OutcomeBuffer(capacity=10, obs_shape=(2,), num_actions=A, root_value_weight=0.25)
+    plain = OutcomeBuffer(capacity=10, obs_shape=(2,), num_actions=A)
+    mixed.push([win]), plain.push([win])
+    np.testing.assert_allclose(mixed.value[:5], 0.75 * z + 0.25 * win.root_values, rtol=1e-6)
+    np.testing.assert_array_equal(plain.value[:5], z)
+    with pytest.raises(ValueError, match="root_value_weight"):
+        OutcomeBuffer(capacity=10, obs_shape=(2,), num_actions=A, root_value_weight=1.5)
+
+
 def test_sample_is_a_k0_batch_of_stored_positions() -> None:
     buf = OutcomeBuffer(capacity=100, obs_shape=(2,), num_actions=A)
     buf.push([_game([0, 0, 0, 0, 1], [1, 2, 1, 2, 1, 2]), _game([0] * 3, [1, 2, 1, 2], start=100)])
