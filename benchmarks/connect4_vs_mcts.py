@@ -38,9 +38,13 @@ def _evals(metrics: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_seed(config: Path, seed: int, cap_s: float, target: float, overrides: list[str]) -> dict[str, Any]:
+def run_seed(config: Path, seed: int, cap_s: float, target: float, overrides: list[str],
+             keep: Path | None = None) -> dict[str, Any]:
+    """Train ``config`` with ``seed`` until ``target`` as both players or ``cap_s`` seconds; the run
+    directory is ``keep/seed<N>`` when ``keep`` is given (checkpoints for later scoring), else
+    temporary."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run"
+        out = keep / f"seed{seed}" if keep is not None else Path(tmp) / "run"
         proc = subprocess.Popen([sys.executable, "-m", "lzkernel", "run", str(config), f"run.seed={seed}",
                                  f"run.out_dir={out}", "run.progress=false", *overrides],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -78,9 +82,10 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=7200.0, help="seconds per seed at most")
     parser.add_argument("--target", type=float, default=0.95, help="win rate wanted as each player")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="keep each seed's run directory under KEEP/seed<N>")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_intermixed_args()
-    rows = [run_seed(args.config, s, args.cap, args.target, args.overrides) for s in args.seeds]
+    rows = [run_seed(args.config, s, args.cap, args.target, args.overrides, args.keep) for s in args.seeds]
     times = [r["at"]["wall_time"] if r["solved"] else float("inf") for r in rows]
     print(f"\nmedian time to >= {args.target:.0%} as both players: {statistics.median(times):.0f} s")
     if args.out:
