@@ -85,6 +85,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="keep each seed's run directory under KEEP/seed<N>")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_intermixed_args()
+    if args.keep is not None:
+        taken = [str(args.keep / f"seed{s}") for s in args.seeds if (args.keep / f"seed{s}").exists()]
+        if taken:  # its metrics.jsonl would pass an earlier run's evaluations off as this one's
+            print(f"--keep: {', '.join(taken)} already exist(s); move them away or choose another KEEP",
+                  file=sys.stderr)
+            sys.exit(2)
     rows = [run_seed(args.config, s, args.cap, args.target, args.overrides, args.keep) for s in args.seeds]
     times = [r["at"]["wall_time"] if r["solved"] else float("inf") for r in rows]
     print(f"\nmedian time to >= {args.target:.0%} as both players: {statistics.median(times):.0f} s")
