@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _board import refuse_taken_keep_dirs  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "eval/vs_mcts1000/{side}/win_rate"
 
@@ -85,12 +88,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="keep each seed's run directory under KEEP/seed<N>")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_intermixed_args()
-    if args.keep is not None:
-        taken = [str(args.keep / f"seed{s}") for s in args.seeds if (args.keep / f"seed{s}").exists()]
-        if taken:  # its metrics.jsonl would pass an earlier run's evaluations off as this one's
-            print(f"--keep: {', '.join(taken)} already exist(s); move them away or choose another KEEP",
-                  file=sys.stderr)
-            sys.exit(2)
+    refuse_taken_keep_dirs(args.keep, args.seeds)
     rows = [run_seed(args.config, s, args.cap, args.target, args.overrides, args.keep) for s in args.seeds]
     times = [r["at"]["wall_time"] if r["solved"] else float("inf") for r in rows]
     print(f"\nmedian time to >= {args.target:.0%} as both players: {statistics.median(times):.0f} s")

@@ -11,8 +11,11 @@ excluded), the last scores, and the curve; the JSON has every evaluation. The me
 is the figure of the issue (goal: ≤ 5 minutes for AlphaZero, ≤ 10 for MuZero).
 
     python benchmarks/tictactoe_solved.py configs/tictactoe_alphazero.yaml --seeds 0 1 2 --cap 900
-    python benchmarks/tictactoe_solved.py configs/tictactoe_muzero.yaml --seeds 0 1 2 --cap 1500 \
+    python benchmarks/tictactoe_solved.py configs/tictactoe_muzero.yaml --seeds 0 1 2 --cap 600 --keep DIR \
         --out benchmarks/results/tictactoe_solved_muzero.json
+
+``--keep DIR`` keeps each seed's run directory as ``DIR/seed<N>`` (its checkpoints can then be
+scored at other search sizes with ``tictactoe_errors.py``); an existing one is refused (exit 2).
 """
 from __future__ import annotations
 
@@ -27,18 +30,22 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _board import games_against, optimal_move_rate  # noqa: E402
+from _board import games_against, optimal_move_rate, refuse_taken_keep_dirs  # noqa: E402
 
 
-def run_seed(config: Path, seed: int, cap_s: float, every: int, overrides: list[str]) -> dict[str, Any]:
-    """Train ``config`` with ``seed`` until perfect or ``cap_s`` seconds of training."""
+def run_seed(config: Path, seed: int, cap_s: float, every: int, overrides: list[str],
+             keep: Path | None = None) -> dict[str, Any]:
+    """Train ``config`` with ``seed`` until perfect or ``cap_s`` seconds of training; the run
+    directory is ``keep/seed<N>`` when ``keep`` is given (its checkpoints can then be scored
+    again, e.g. by ``tictactoe_errors.py``), else temporary."""
     from lzkernel.config.loader import load_config
     from lzkernel.pluginmanager import Kernel
     from lzkernel.run import RunContext
 
     kernel = Kernel()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(config, [f"run.seed={seed}", f"run.out_dir={tmp}/run", "run.progress=false",
+        out = keep / f"seed{seed}" if keep is not None else Path(tmp) / "run"
+        cfg = load_config(config, [f"run.seed={seed}", f"run.out_dir={out}", "run.progress=false",
                                    f"evaluator.every_train_iters={every}", *overrides], kernel.registry)
         curve: list[dict[str, Any]] = []
         state = {"scoring_s": 0.0, "solved": None}
@@ -83,12 +90,14 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=900.0, help="seconds of training per seed at most")
     parser.add_argument("--every", type=int, default=200, help="train iterations between scorings")
     parser.add_argument("--out", type=Path, default=None, help="JSON output (default: print only)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each seed's run directory under KEEP/seed<N>")
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. policy.num_simulations=50")
     args = parser.parse_intermixed_args()
+    refuse_taken_keep_dirs(args.keep, args.seeds)
     rows = []
     for seed in args.seeds:
         print(f"{args.config.name} seed {seed}", flush=True)
-        rows.append(run_seed(args.config, seed, args.cap, args.every, args.overrides))
+        rows.append(run_seed(args.config, seed, args.cap, args.every, args.overrides, args.keep))
     times = [r["at"]["train_s"] if r["solved"] else float("inf") for r in rows]
     median = statistics.median(times)
     print(f"\n{'seed':>4} {'solved':>7} {'seconds':>8} {'env steps':>10}")

@@ -125,6 +125,20 @@ def summarise(config: str, threshold: float, episodes: int, seeds: list[int], re
     }
 
 
+def write_lightzero_only(name: str, algo: str, lz_results: list[dict], args: argparse.Namespace) -> int:
+    """``--only-lightzero``: print and write LightZero's side alone (no ratio: ours did not run)."""
+    print(f"\n{'seed':>4} {'solved':>6} {'seconds':>8} {'env_steps':>9} {'iters':>6} {'last env steps':>14}")
+    for r in lz_results:
+        print(f"{r['seed']:>4} {str(r['solved']):>6} {str(r['seconds_to_solve']):>8} "
+              f"{str(r['env_steps_to_solve']):>9} {str(r['train_iters_to_solve']):>6} {str(r['last_env_steps']):>14}")
+    summary = {"config": args.config, "threshold": args.threshold, "eval_episodes": args.episodes,
+               "seeds": args.seeds, "time_limit_s": args.timeout, "cpu_count": os.cpu_count(),
+               "lightzero": {"algo": algo, "results": lz_results,
+                             "all_solved": all(r["solved"] for r in lz_results)}}
+    write_results(summary, f"lightzero_time_to_solve_{name}.json", args.json_out)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config")
@@ -139,6 +153,9 @@ def main() -> int:
                          "unizero; default: from the config's name) seed by seed with the rival kit")
     ap.add_argument("--rival-dir", type=Path, default=None, help="the rival kit (default ../shared/rival)")
     ap.add_argument("--goal-ratio", type=float, default=0.5, help="goal: median <= this x LightZero's")
+    ap.add_argument("--only-lightzero", action="store_true",
+                    help="run only LightZero's side of the race (e.g. its unsolved seeds again with a longer "
+                         "--timeout); needs --against-lightzero")
     ap.add_argument("overrides", nargs="*", help="extra config overrides for every seed")
     args = ap.parse_intermixed_args()
 
@@ -148,6 +165,8 @@ def main() -> int:
         algo = algo_of(args.config)
         if algo is None:
             ap.error(f"--against-lightzero: no LightZero CartPole counterpart known for {name}; name one")
+    if args.only_lightzero and algo is None:
+        ap.error("--only-lightzero needs --against-lightzero")
     results, lz_results = [], []
     with tempfile.TemporaryDirectory(prefix="tts_") as tmp:
         for seed in args.seeds:
@@ -157,6 +176,8 @@ def main() -> int:
                 lz_results.append(lzr)
                 print(f"seed {seed}: LightZero {algo} solved={lzr['solved']} seconds={lzr['seconds_to_solve']} "
                       f"env_steps={lzr['env_steps_to_solve']} rc={lzr['returncode']}", flush=True)
+            if args.only_lightzero:
+                continue
             r = run_seed(args.config, seed, args.threshold, args.episodes, args.max_env_steps,
                          args.timeout, Path(tmp), args.overrides)
             results.append(r)
@@ -167,6 +188,8 @@ def main() -> int:
                   flush=True)
             if r["stderr_tail"]:
                 print(r["stderr_tail"], file=sys.stderr)
+    if args.only_lightzero:
+        return write_lightzero_only(name, algo, lz_results, args)
     summary = summarise(args.config, args.threshold, args.episodes, args.seeds, results,
                         {"algo": algo, "results": lz_results} if algo is not None else None, args.goal_ratio,
                         args.timeout)

@@ -142,8 +142,13 @@ class LatentConv(LatentNet):
         self.latent_shape = (ch, h, w)
 
         # Dynamics: conv + BN, residual add of the input latent, ReLU, then residual blocks.
+        self.action_planes = cfg.action_planes
+        if self.action_planes == "cell" and num_actions != h * w:
+            raise ValueError(f"action_planes 'cell' needs one action per latent cell: {num_actions} actions, "
+                             f"latent {h}x{w} = {h * w} cells")
+        a_planes = 1 if self.action_planes == "cell" else num_actions
         self.dynamics_conv = nn.Sequential(
-            nn.Conv2d(ch + num_actions, ch, 3, padding=1, bias=False), norm2d(norm, ch)
+            nn.Conv2d(ch + a_planes, ch, 3, padding=1, bias=False), norm2d(norm, ch)
         )
         self.dynamics_blocks = nn.Sequential(*blocks())
         hc, flat = cfg.head_channels, cfg.head_channels * h * w
@@ -172,7 +177,11 @@ class LatentConv(LatentNet):
     def next_latent(self, latent: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """(latent [B, C', H', W'], action [B]) → next latent [B, C', H', W']."""
         b, _, h, w = latent.shape
-        planes = F.one_hot(action.long(), self.num_actions).to(latent.dtype)[:, :, None, None].expand(b, -1, h, w)
+        onehot = F.one_hot(action.long(), self.num_actions).to(latent.dtype)  # [B, A]
+        if self.action_planes == "cell":
+            planes = onehot.view(b, 1, h, w)  # [B, 1, H, W]: 1 at (a // W, a % W)
+        else:
+            planes = onehot[:, :, None, None].expand(b, -1, h, w)  # [B, A, H, W]: plane a all ones
         x = torch.cat([latent, planes], dim=1)
         return self.dynamics_blocks(F.relu(self.dynamics_conv(x) + latent))
 

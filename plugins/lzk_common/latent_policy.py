@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from lzkernel import ActResult
+from lzkernel import ActResult, ConfigError
 from lzk_common.acting import choose_actions, policy_target, sample_legal_softmax, search_in_chunks, torch_threads
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.support import DiscreteSupport
@@ -99,8 +99,12 @@ class LatentSearchPolicy(SearchPolicyBase):
 
     def _build_model(self) -> torch.nn.Module:
         """The online network for ``self.env_obs_shape``, ``self.num_actions`` and the config
-        (torch's global RNG draws its initial weights)."""
-        return type(self).build_model(self.cfg.model, self.env_obs_shape, self.num_actions, self.cfg.frame_stack)
+        (torch's global RNG draws its initial weights). A model the config cannot build for this
+        env (e.g. a conv model on vector observations) is a configuration error."""
+        try:
+            return type(self).build_model(self.cfg.model, self.env_obs_shape, self.num_actions, self.cfg.frame_stack)
+        except ValueError as exc:
+            raise ConfigError(f"policy.model: {exc}") from None
 
     def snapshot_args(self) -> tuple[Any, ...]:
         """Extra positional arguments of ``snapshot_class`` (none by default)."""

@@ -137,6 +137,11 @@ class LatentModelOptions:
                               "(spatial size / 4), for large frames.")
     head_channels: int = option(16, doc="Conv: channels of the 1x1 convolutions before the "
                                 "reward/value/policy MLP heads.", min=1)
+    action_planes: str = option(
+        "one_hot", doc="Conv: how the dynamics sees the action. 'one_hot': A planes, plane a all ones "
+        "(LightZero's encoding); 'cell': one plane with a 1 at the board cell of action a (row a // W, "
+        "column a % W), the MuZero paper's encoding for board games (needs A = H·W of the latent).",
+        choices=("one_hot", "cell"))
 
     def validate(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []

@@ -89,3 +89,28 @@ def test_a_lightzero_median_on_an_unsolved_seed_is_a_bound() -> None:
     bare = time_to_solve.summarise("configs/cartpole_rezero.yaml", 195.0, 10, [0, 1, 2, 3, 4], ours,
                                    {"algo": "rezero", "results": lz}, 0.75)
     assert bare["lightzero_median_s"] is None and bare["meets_goal"] is None and not bare["lightzero_median_censored"]
+
+
+def test_only_lightzero_runs_the_rival_alone(kit: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``--only-lightzero`` reruns LightZero's side (e.g. its unsolved seeds with a longer limit):
+    ours never starts, and the JSON holds LightZero's rows alone."""
+    ran_ours: list[int] = []
+    monkeypatch.setattr(time_to_solve, "run_seed", lambda *a, **k: ran_ours.append(1))
+    out = tmp_path / "lz.json"
+    monkeypatch.setattr(sys, "argv", ["time_to_solve.py", "configs/cartpole_muzero.yaml", "--seeds", "0", "1",
+                                      "--timeout", "60", "--against-lightzero", "--only-lightzero",
+                                      "--rival-dir", str(kit), "--json-out", str(out)])
+    assert time_to_solve.main() == 0
+    assert ran_ours == []
+    summary = json.loads(out.read_text())
+    rows = summary["lightzero"]["results"]
+    assert summary["lightzero"]["algo"] == "muzero" and [r["seed"] for r in rows] == [0, 1]
+    assert [r["solved"] for r in rows] == [True, False] and summary["lightzero"]["all_solved"] is False
+    assert "ratio_to_lightzero" not in summary and summary["time_limit_s"] == 60
+    assert "30.0" in capsys.readouterr().out
+    # Without the race there is nothing to run alone: a usage error.
+    monkeypatch.setattr(sys, "argv", ["time_to_solve.py", "configs/cartpole_muzero.yaml", "--only-lightzero"])
+    with pytest.raises(SystemExit) as e:
+        time_to_solve.main()
+    assert e.value.code == 2

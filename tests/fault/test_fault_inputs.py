@@ -277,6 +277,14 @@ def test_an_env_whose_observations_are_strings_is_named(tmp_path: Path) -> None:
                                 "observation of type str", "'abcd'", "numeric arrays of shape (4,)")
 
 
+def test_a_model_the_env_cannot_feed_is_one_line(tmp_path: Path) -> None:
+    """A conv model on CartPole's vector observations fails where the policy builds it: exit 2,
+    the key and what was expected, no traceback."""
+    proc = lzk(["run", CARTPOLE_REZERO, f"run.out_dir={tmp_path / 'out'}", "policy.model.type=conv",
+                "run.progress=false"], tmp_path)
+    assert_one_line_error(proc, "policy.model:", "the conv model needs [C, H, W] observations, got (4,)")
+
+
 def test_a_good_run_still_succeeds_with_every_check_in_place(tmp_path: Path) -> None:
     """The control for this file: the same small config runs, writes, and exits 0."""
     out = tmp_path / "out"

@@ -59,6 +59,28 @@ def test_conv_shapes(downsample: bool) -> None:
     assert model.project(latent).shape == (2, 32)
 
 
+def test_conv_cell_action_plane() -> None:
+    """``action_planes: cell``: the dynamics sees one plane with a 1 at the action's board cell
+    (a // W, a % W), and its first conv takes C + 1 channels instead of C + A."""
+    cfg = small_model_cfg(type="conv", latent_dim=8, head_channels=2, action_planes="cell")
+    model = build_model(cfg, (3, 3, 3), 9).eval()
+    assert model.dynamics_conv[0].in_channels == 8 + 1
+    seen: list[torch.Tensor] = []
+    model.dynamics_conv[0].register_forward_hook(lambda m, inp, out: seen.append(inp[0][:, 8].clone()))
+    latent = model.initial_inference(torch.randn(3, 3, 3, 3))[0]
+    with torch.no_grad():
+        model.recurrent_inference(latent, torch.tensor([0, 5, 7]))
+    plane = seen[0]  # [B, H, W]
+    expected = torch.zeros(3, 3, 3)
+    expected[0, 0, 0] = expected[1, 1, 2] = expected[2, 2, 1] = 1.0
+    assert torch.equal(plane, expected)
+    # LightZero's default keeps A constant planes.
+    default = build_model(small_model_cfg(type="conv", latent_dim=8, head_channels=2), (3, 3, 3), 9)
+    assert default.dynamics_conv[0].in_channels == 8 + 9
+    with pytest.raises(ValueError, match="action_planes 'cell' needs one action per latent cell: 7 actions, latent 6x7"):
+        build_model(cfg, (3, 6, 7), 7)
+
+
 @pytest.mark.parametrize("kind", ["mlp", "mlp_plain", "conv"])
 def test_folded_bn_equals_eval_mode(kind: str) -> None:
     if kind == "conv":
