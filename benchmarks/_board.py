@@ -6,8 +6,6 @@ states, its search and ``eval_num_simulations``.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,13 +74,3 @@ def games_against(policy: Any, spec: OpenSpielEnvSpec, opponent: str, games_per_
         out[f"{side}_loss"] = float((result < 0).sum())
     return out
 
-
-def refuse_taken_keep_dirs(keep: Path | None, seeds: list[int]) -> None:
-    """``--keep KEEP``: exit 2 with one line when a ``KEEP/seed<N>`` of these seeds already exists
-    (its metrics.jsonl and checkpoints would pass an earlier run's evaluations off as this one's)."""
-    if keep is None:
-        return
-    taken = [str(keep / f"seed{s}") for s in seeds if (keep / f"seed{s}").exists()]
-    if taken:
-        print(f"--keep: {', '.join(taken)} already exist(s); move them away or choose another KEEP", file=sys.stderr)
-        sys.exit(2)

@@ -1,7 +1,9 @@
-"""Writing a benchmark's summary: JSON under benchmarks/results/ unless a path is given."""
+"""Where a benchmark's output goes: its summary as JSON under benchmarks/results/ unless a path
+is given, and the run directories kept with ``--keep``."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,3 +16,14 @@ def write_results(summary: dict[str, Any], default_name: str, path: str | None =
     out.write_text(json.dumps(summary, indent=1))
     print(f"written {out}")
     return out
+
+
+def refuse_taken_keep_dirs(keep: Path | None, seeds: list[int]) -> None:
+    """``--keep KEEP``: exit 2 with one line when a ``KEEP/seed<N>`` of these seeds already exists
+    (its metrics.jsonl and checkpoints would pass an earlier run's evaluations off as this one's)."""
+    if keep is None:
+        return
+    taken = [str(keep / f"seed{s}") for s in seeds if (keep / f"seed{s}").exists()]
+    if taken:
+        print(f"--keep: {', '.join(taken)} already exist(s); move them away or choose another KEEP", file=sys.stderr)
+        sys.exit(2)

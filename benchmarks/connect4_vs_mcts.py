@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _board import refuse_taken_keep_dirs  # noqa: E402
+from _results import refuse_taken_keep_dirs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "eval/vs_mcts1000/{side}/win_rate"

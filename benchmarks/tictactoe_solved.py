@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _board import games_against, optimal_move_rate, refuse_taken_keep_dirs  # noqa: E402
+from _board import games_against, optimal_move_rate  # noqa: E402
+from _results import refuse_taken_keep_dirs  # noqa: E402
 
 
 def run_seed(config: Path, seed: int, cap_s: float, every: int, overrides: list[str],

@@ -86,6 +86,15 @@ def censored_median(values: list[float | None]) -> float | None:
     return None if m == float("inf") else m
 
 
+def lightzero_side(algo: str, lz_results: list[dict]) -> dict:
+    """LightZero's side of a race: its per-seed results, medians (censored as ours) and whether
+    every seed solved."""
+    return {"algo": algo, "results": lz_results,
+            "median_seconds_to_solve": censored_median([r["seconds_to_solve"] for r in lz_results]),
+            "median_env_steps_to_solve": censored_median([r["env_steps_to_solve"] for r in lz_results]),
+            "all_solved": all(r["solved"] for r in lz_results)}
+
+
 def summarise(config: str, threshold: float, episodes: int, seeds: list[int], results: list[dict],
               lightzero: dict | None = None, goal_ratio: float = 0.5, time_limit_s: float | None = None) -> dict:
     """The JSON summary of per-seed results. The goal needs every seed solved; the medians count
@@ -101,12 +110,8 @@ def summarise(config: str, threshold: float, episodes: int, seeds: list[int], re
     lz, source = LIGHTZERO_MEDIAN_S.get(name), "issue text (another machine)"
     race = None
     if lightzero is not None:
-        lz_results = lightzero["results"]
-        lz = censored_median([r["seconds_to_solve"] for r in lz_results])
-        source = "measured side by side"
-        race = {"algo": lightzero["algo"], "results": lz_results, "median_seconds_to_solve": lz,
-                "median_env_steps_to_solve": censored_median([r["env_steps_to_solve"] for r in lz_results]),
-                "all_solved": all(r["solved"] for r in lz_results)}
+        race = lightzero_side(lightzero["algo"], lightzero["results"])
+        lz, source = race["median_seconds_to_solve"], "measured side by side"
     censored = bool(race is not None and lz is None and time_limit_s)
     if censored:
         lz, source = float(time_limit_s), "measured side by side; median not solved within the limit, so at least this"
@@ -133,8 +138,7 @@ def write_lightzero_only(name: str, algo: str, lz_results: list[dict], args: arg
               f"{str(r['env_steps_to_solve']):>9} {str(r['train_iters_to_solve']):>6} {str(r['last_env_steps']):>14}")
     summary = {"config": args.config, "threshold": args.threshold, "eval_episodes": args.episodes,
                "seeds": args.seeds, "time_limit_s": args.timeout, "cpu_count": os.cpu_count(),
-               "lightzero": {"algo": algo, "results": lz_results,
-                             "all_solved": all(r["solved"] for r in lz_results)}}
+               "lightzero": lightzero_side(algo, lz_results)}
     write_results(summary, f"lightzero_time_to_solve_{name}.json", args.json_out)
     return 0
 
