@@ -23,6 +23,10 @@ two search by search in one process, so that load on a shared machine hits both 
 run after a change to the numba code compiles it (~6 s of CPU, then cached in ``__pycache__``);
 warm-up searches keep that out of the figures.
 
+Memory: like ``lzkernel run`` (``run.retain_freed_memory``), the benchmark keeps freed memory in
+the process, so the learner's activations are not page-faulted in again every step;
+``--malloc-defaults`` measures with glibc's default thresholds instead.
+
 Threads: searches run with one torch thread (``policy.search_threads: 1``, the default): the
 matmuls are [B, 128]-sized, and on two shared cores a second OpenMP thread made searches 2-10×
 slower in our measurements. ``--threads`` overrides it for experiments.
@@ -41,6 +45,7 @@ import torch
 
 from gemm_peak import matmul_profile
 from lzk_common.precision import native_bf16
+from lzkernel.memory import retain_freed_memory
 from lzk_muzero.config import MuZeroPolicyConfig
 from lzk_muzero.policy import MuZeroPolicy
 
@@ -158,7 +163,10 @@ def main() -> None:
     parser.add_argument("--learn-dtypes", nargs="+", choices=("float32", "bfloat16"), default=None,
                         help="learner precisions to time (default: float32, plus bfloat16 where the CPU "
                              "has native bf16 matmuls; emulated bf16 takes ~11 s per step)")
+    parser.add_argument("--malloc-defaults", action="store_true",
+                        help="keep glibc malloc's default thresholds (runs raise them: run.retain_freed_memory)")
     args = parser.parse_args()
+    retained = not args.malloc_defaults and retain_freed_memory()  # as `lzkernel run` does by default
 
     backends = BACKENDS if args.backend == "both" else (args.backend,)
     rows = []
@@ -179,7 +187,8 @@ def main() -> None:
                                "gmac_per_s": round(r["achieved_gmac_per_s"], 1),
                                "peak_gmac_per_s": round(r["peak_gmac_per_s"], 1), "gemm_ms": round(r["gemm_seconds"] * 1e3, 1),
                                "share_of_peak": round(r["share_of_peak"], 3),
-                               "goal_share": 0.85 if dtype == "float32" else 0.5, "lightzero_ms": 210.0})
+                               "goal_share": 0.85 if dtype == "float32" else 0.5, "lightzero_ms": 210.0,
+                               "retained_freed_memory": retained})
 
     if args.json:
         print(json.dumps(rows + learn_rows if args.learn else rows, indent=1))
@@ -196,7 +205,7 @@ def main() -> None:
               f"(min {r['min_ms']:.1f}; LightZero ~{r['lightzero_ms']:.0f}); matmuls {r['gmac_per_step']:.1f} GMAC "
               f"per step, run at {r['gmac_per_s']:.0f} GMAC/s; the same matmuls alone: {r['gemm_ms']:.1f} ms "
               f"({r['peak_gmac_per_s']:.0f} GMAC/s): {r['share_of_peak']:.0%} of the machine's peak for these shapes "
-              f"(goal {r['goal_share']:.0%})")
+              f"(goal {r['goal_share']:.0%}){'' if retained else '; malloc defaults'}")
 
 
 if __name__ == "__main__":

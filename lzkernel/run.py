@@ -28,6 +28,7 @@ from lzkernel import rundir
 from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint
 from lzkernel.config.loader import ResolvedConfig
 from lzkernel.errors import CheckpointError, ConfigError
+from lzkernel.memory import retain_freed_memory
 from lzkernel.pluginmanager import Kernel
 from lzkernel.roles.table import ROLE_SPECS
 from lzkernel.seeding import derive_seed, seed_globals
@@ -69,6 +70,7 @@ class RunContext:
         self.dir: Path | None = None
         self.checkpoints: CheckpointStore | None = None
         self.device = "cpu"
+        self.retained_freed_memory = False  # whether run.retain_freed_memory took effect (start)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -105,6 +107,8 @@ class RunContext:
             # both (read when MKL loads, i.e. on torch's first import in this process).
             os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
             os.environ.setdefault("MKL_DYNAMIC", "FALSE")
+        # Before torch loads, so that its allocations are served under the new thresholds too.
+        self.retained_freed_memory = self.cfg.retain_freed_memory and retain_freed_memory()
 
         import torch
 
@@ -369,6 +373,7 @@ class RunContext:
         (self.dir / "overrides.txt").write_text("".join(o + "\n" for o in self.overrides), encoding="utf-8")
         (self.dir / "command.txt").write_text(" ".join(self.argv) + "\n", encoding="utf-8")
         self._write_json("versions.json", {**self.versions(), "device": self.device, "world_size": self.world_size})
+        self.note("run.retain_freed_memory", self.retained_freed_memory)
 
     def _install_signal_handlers(self) -> None:
         import threading

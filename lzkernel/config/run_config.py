@@ -21,6 +21,11 @@ class RunConfig:
         "reproducibility with a fixed thread team (MKL_CBWR=AUTO,STRICT, MKL_DYNAMIC=FALSE). Runs are "
         "reproducible on one machine without it (docs/architecture.md, Seeding); this guards against "
         "alignment- and load-dependent BLAS paths at some speed cost.")
+    retain_freed_memory: bool = option(
+        True, doc="Keep freed heap memory in the process (glibc malloc's mmap and trim thresholds raised; "
+        "lzkernel/memory.py) so that the learner's large activations are never page-faulted back in every step, "
+        "whatever the heap's layout (it cost 10-15% of the learner benchmark's step on a 2-core VM). The resident "
+        "size then stays at the run's peak. No effect off glibc.")
     checkpoint_every: int = option(1000, doc="Save a checkpoint every this many train iterations (0: only at the end).", min=0)
     keep_last: int = option(3, doc="Periodic checkpoints kept; older ones are deleted after a new one commits.", min=1)
     save_buffer: bool = option(True, doc="Include the replay buffer and the collector's running episodes in "

@@ -43,7 +43,7 @@ class _GroupedBatchNorm:
         weight = self.weight.repeat(g) if self.weight is not None else None  # type: ignore[attr-defined]
         bias = self.bias.repeat(g) if self.bias is not None else None  # type: ignore[attr-defined]
         if not self.track_running_stats:  # type: ignore[attr-defined]
-            return F.batch_norm(xs, None, None, weight, bias, True, 0.0, self.eps).view_as(x)  # type: ignore[attr-defined]
+            return _unview(F.batch_norm(xs, None, None, weight, bias, True, 0.0, self.eps), x)  # type: ignore[attr-defined]
         if self.momentum is None:  # type: ignore[attr-defined]
             raise ValueError("grouped BatchNorm needs an exponential momentum (momentum=None is unsupported)")
         m = float(self.momentum)  # type: ignore[attr-defined]
@@ -64,7 +64,15 @@ class _GroupedBatchNorm:
                 increments = slots.view(g, c) - decay * r  # [G, C] = m·μ_g
                 r.mul_(decay ** g).add_(powers @ increments)
             self.num_batches_tracked.data.add_(g)  # type: ignore[attr-defined]
-        return y.view_as(x)
+        return _unview(y, x)
+
+
+def _unview(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``y`` (a fresh BatchNorm output) reshaped to ``like``'s shape, not recorded by autograd as a
+    view. A plain ``view`` would make the in-place ReLU that follows an in-place op on a view, which
+    autograd undoes in backward with a zero-filled copy of the base, two copies and a clone of the
+    [B·K, C] activations per layer; nothing else holds ``y``, so the unrecorded view is safe."""
+    return torch.ops.aten._unsafe_view(y, like.shape)
 
 
 class GroupedBatchNorm1d(_GroupedBatchNorm, nn.BatchNorm1d):
@@ -142,6 +150,22 @@ class ResBlock(nn.Module):
         return F.relu(self.body(x) + x)
 
 
+class BatchNormedLinear(nn.Linear):
+    """A Linear whose output goes only into a BatchNorm in train mode (the SSL heads: they never run
+    in eval mode). Subtracting the batch mean cancels a per-channel bias exactly, in value and in
+    gradient, so the forward pass skips it: a ``mm`` instead of an ``addmm``, which on CPU first
+    broadcasts the bias over the [N, out] output, and no column sum of [N, out] in backward. The
+    bias stays in the module, frozen, so the parameter layout and the checkpoints are unchanged
+    (LightZero's layers have it)."""
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__(in_features, out_features)
+        self.bias.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight)
+
+
 class SSLHeads(nn.Module):
     """EfficientZero/SimSiam heads (SPEC §2.2): projection D→P→P→P (BN, ReLU; BN on the output)
     and prediction head P→Q→P (BN, ReLU)."""
@@ -151,12 +175,12 @@ class SSLHeads(nn.Module):
         # In-place ReLUs: BatchNorm's backward needs its input, not its output, so the [B·K, P]
         # activations can be overwritten (one fewer large buffer per layer).
         self.projection = nn.Sequential(
-            nn.Linear(in_dim, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(inplace=True),
-            nn.Linear(proj_hidden, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(inplace=True),
-            nn.Linear(proj_hidden, proj_out), GroupedBatchNorm1d(proj_out),
+            BatchNormedLinear(in_dim, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(inplace=True),
+            BatchNormedLinear(proj_hidden, proj_hidden), GroupedBatchNorm1d(proj_hidden), nn.ReLU(inplace=True),
+            BatchNormedLinear(proj_hidden, proj_out), GroupedBatchNorm1d(proj_out),
         )
         self.prediction_head = nn.Sequential(
-            nn.Linear(proj_out, pred_hidden), GroupedBatchNorm1d(pred_hidden), nn.ReLU(inplace=True),
+            BatchNormedLinear(proj_out, pred_hidden), GroupedBatchNorm1d(pred_hidden), nn.ReLU(inplace=True),
             nn.Linear(pred_hidden, pred_out),
         )
 

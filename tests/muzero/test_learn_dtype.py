@@ -89,7 +89,9 @@ def test_a_run_records_its_choice_in_resolved_json(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     expected = resolve_learn_dtype("auto", "cpu")  # this machine's answer
-    assert json.loads((out / "resolved.json").read_text()) == {"policy.learn_dtype": expected}
+    resolved = json.loads((out / "resolved.json").read_text())
+    assert resolved["policy.learn_dtype"] == expected
+    assert resolved["run.retain_freed_memory"] is sys.platform.startswith("linux")  # glibc here
 
 
 def test_bf16_and_float32_steps_agree_on_a_fixed_batch() -> None:

@@ -175,12 +175,50 @@ def test_negative_cosine_matches_normalised_rows() -> None:
     x = torch.randn(6, 32, generator=g)
     x[2] = 0.0
     y = torch.randn(6, 32, generator=g)
+    y[4] = 0.0
     x1, x2 = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    ours = negative_cosine(x1, y)
-    ref = -(F.normalize(x2, dim=-1, eps=1e-5) * F.normalize(y, dim=-1, eps=1e-5)).sum(-1)
+    y1, y2 = y.clone().requires_grad_(True), y.clone().requires_grad_(True)
+    ours = negative_cosine(x1, y1)
+    ref = -(F.normalize(x2, dim=-1, eps=1e-5) * F.normalize(y2, dim=-1, eps=1e-5)).sum(-1)
     torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-7)
     w = torch.randn(6, generator=g)
     (ours * w).sum().backward()
     (ref * w).sum().backward()
     torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=1e-7)
-    assert ours[2] == 0.0 and ours.abs().max() <= 1.0
+    torch.testing.assert_close(y1.grad, y2.grad, rtol=1e-5, atol=1e-7)
+    assert ours[2] == 0.0 and ours[4] == 0.0 and ours.abs().max() <= 1.0
+    # Only the operand that needs a gradient gets one (the SSL target is detached).
+    x3 = x.clone().requires_grad_(True)
+    negative_cosine(x3, y).sum().backward()
+    torch.testing.assert_close(x3.grad, x2.grad / w.unsqueeze(-1), rtol=1e-4, atol=1e-6)
+
+
+def test_negative_cosine_gradient_is_the_derivative() -> None:
+    """The written-out backward against finite differences in float64 (rows away from zero)."""
+    from lzk_common.losses import _NegativeCosine
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: _NegativeCosine.apply(a, b, 1e-5), (x, y))
+
+
+@pytest.mark.parametrize("shape", [(12, 5), (12, 3, 2, 2)])
+def test_grouped_batchnorm_output_is_not_a_view(shape: tuple[int, ...]) -> None:
+    """The grouped BatchNorm returns its [N, G·C, *S] result reshaped without autograd recording a
+    view, so the in-place ReLU after it costs no copies in backward; values and gradients are bit
+    for bit those of the out-of-place ReLU."""
+    from lzk_common.blocks import GroupedBatchNorm1d, GroupedBatchNorm2d, batch_groups
+
+    norm = (GroupedBatchNorm1d if len(shape) == 2 else GroupedBatchNorm2d)(shape[1]).train()
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    grads = []
+    for inplace in (True, False):
+        xi = x.clone().requires_grad_(True)
+        with batch_groups(norm, 3):
+            y = norm(xi)
+        assert y._base is None and y.shape == x.shape
+        out = torch.relu_(y) if inplace else torch.relu(y)
+        (out * torch.arange(out.numel()).view_as(out)).sum().backward()
+        grads.append(xi.grad)
+    assert torch.equal(grads[0], grads[1]) and grads[0].abs().sum() > 0

@@ -164,3 +164,40 @@ def test_recurrent_fn_with_different_supports() -> None:
     with torch.no_grad():
         _, rr, vv, _ = model.recurrent_inference(latent, torch.tensor([0, 1, 0]))
     assert np.allclose(r, rs.decode(rr).numpy(), atol=1e-4) and np.allclose(v, SUPPORT.decode(vv).numpy(), atol=1e-4)
+
+
+def test_ssl_heads_skip_the_bias_that_batchnorm_cancels() -> None:
+    """The SSL heads' Linear layers before a BatchNorm skip their bias (a broadcast pass and a
+    column sum on [B·K, 1024] per layer): in train mode the projection and its gradients equal
+    those of plain Linear layers with the same (nonzero) bias within float rounding, the bias gets
+    no gradient, and the state dict keeps LightZero's layout (every layer has a bias)."""
+    import copy
+
+    from lzk_common.blocks import BatchNormedLinear, SSLHeads
+
+    torch.manual_seed(0)
+    heads = SSLHeads(16, 64, 64, 32, 64).train()
+    with torch.no_grad():
+        for m in heads.modules():
+            if isinstance(m, BatchNormedLinear):
+                m.bias.uniform_(-1.0, 1.0)
+    reference = copy.deepcopy(heads)
+    for seq in (reference.projection, reference.prediction_head):
+        for i, m in enumerate(seq):
+            if isinstance(m, BatchNormedLinear):
+                plain = torch.nn.Linear(m.in_features, m.out_features)
+                plain.load_state_dict(m.state_dict())
+                seq[i] = plain
+    assert sum(isinstance(m, BatchNormedLinear) for m in heads.modules()) == 4
+    x = torch.randn(40, 16)
+    out, ref = heads(x), reference(x)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    w = torch.randn_like(out)
+    (out * w).sum().backward()
+    (ref * w).sum().backward()
+    for (name, p), q in zip(heads.named_parameters(), reference.parameters()):
+        if name.endswith("bias") and not p.requires_grad:
+            assert p.grad is None and q.grad.abs().max() < 1e-4, name  # BatchNorm cancels it
+        else:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert set(heads.state_dict()) == set(reference.state_dict())
