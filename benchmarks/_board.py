@@ -73,4 +73,3 @@ def games_against(policy: Any, spec: OpenSpielEnvSpec, opponent: str, games_per_
         out[f"{side}_draw"] = float((result == 0).sum())
         out[f"{side}_loss"] = float((result < 0).sum())
     return out
-

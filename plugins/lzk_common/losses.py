@@ -88,20 +88,22 @@ class _NegativeCosine(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
         norm_x, norm_y = torch.linalg.vector_norm(x, dim=-1), torch.linalg.vector_norm(y, dim=-1)  # [B]
-        n_x, n_y = norm_x.clamp_min(eps), norm_y.clamp_min(eps)
         dot = torch.linalg.vecdot(x, y)  # [B]
-        ctx.save_for_backward(x, y, dot, n_x, n_y, norm_x >= eps, norm_y >= eps)
-        return -dot / (n_x * n_y)
+        ctx.eps = eps
+        ctx.save_for_backward(x, y, dot, norm_x, norm_y)
+        return -dot / (norm_x.clamp_min(eps) * norm_y.clamp_min(eps))
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
-        x, y, dot, n_x, n_y, live_x, live_y = ctx.saved_tensors
+        x, y, dot, norm_x, norm_y = ctx.saved_tensors
+        n_x, n_y = norm_x.clamp_min(ctx.eps), norm_y.clamp_min(ctx.eps)
         scale = grad / (n_x * n_y)  # [B]
-        grad_x = grad_y = None
-        if ctx.needs_input_grad[0]:
-            c_x = torch.where(live_x, dot / n_x.square(), 0.0)
-            grad_x = torch.addcmul(y * (-scale).unsqueeze(-1), x, (scale * c_x).unsqueeze(-1))
-        if ctx.needs_input_grad[1]:
-            c_y = torch.where(live_y, dot / n_y.square(), 0.0)
-            grad_y = torch.addcmul(x * (-scale).unsqueeze(-1), y, (scale * c_y).unsqueeze(-1))
+
+        def grad_of(a: torch.Tensor, b: torch.Tensor, norm_a: torch.Tensor, n_a: torch.Tensor) -> torch.Tensor:
+            """∂f/∂a · grad = (c_a·a − b)·scale, two passes over [B, P]."""
+            c_a = torch.where(norm_a >= ctx.eps, dot / n_a.square(), 0.0)
+            return torch.addcmul(b * (-scale).unsqueeze(-1), a, (scale * c_a).unsqueeze(-1))
+
+        grad_x = grad_of(x, y, norm_x, n_x) if ctx.needs_input_grad[0] else None
+        grad_y = grad_of(y, x, norm_y, n_y) if ctx.needs_input_grad[1] else None
         return grad_x, grad_y, None
