@@ -6,12 +6,12 @@ is trained on (rewards; value prefixes) is the caller's: ``recurrent(s, k)`` and
 
 Shapes: B batch, K unroll steps, A actions, N support size, O' stacked observation shape.
 
-    root      s, v, π = initial_inference(obs[:, 0])
-              value  = CE(v, φh(z_0)),  policy = CE(π, p_0),  entropy = H(π)
-    k < K     s, r, v, π = recurrent(s, k)                  (gradients flow through s, unscaled)
-              ssl     += negcos(project(s), sg(project(initial_inference(obs[:, k+1]).s))) · mask[:, k]
-              value   += CE(v, φh(z_{k+1})),  policy += CE(π, p_{k+1}),  reward += CE(r, φh(u_k))
-              entropy += H(π)
+    root      s_0 = represent(obs[:, 0])
+    k < K     s_{k+1}, r_k = recurrent(s_k, k)               (gradients flow through s, unscaled)
+    k ≤ K     v_k, π_k = predict(s_k)
+              value  += CE(v_k, φh(z_k)),  policy += CE(π_k, p_k),  entropy += H(π_k)
+    k < K     reward += CE(r_k, φh(u_k))
+              ssl    += negcos(project(s_{k+1}), sg(project(initial_inference(obs[:, k+1]).s))) · mask[:, k]
     loss_b  = w_ssl·ssl + w_π·policy + w_v·value + w_r·reward − w_H·entropy    (sums over steps)
     loss    = mean_b(IS_b · loss_b)
 
@@ -20,14 +20,16 @@ then a_{t+k} exists and o_{t+k+1}, the SSL target of recurrent step k, is a real
 The SSL target latent comes from the online network in its current (train) mode without
 gradient, as LightZero does; BatchNorm therefore normalises it with the batch's statistics.
 
-The SSL terms of all K steps are computed together, after the unroll: the K latents [B, K, *L]
-(and the K target observations) go through the projection as one [B·K] batch, with every
-BatchNorm in grouped mode (:func:`lzk_common.blocks.batch_groups`), so each step is still
-normalised with its own batch statistics. The values and gradients are those of K separate
-calls; a few large matmuls replace K small ones (≈ 15% faster learner steps on two CPU cores).
-Only the order of the BatchNorm running-statistics updates differs from step-by-step
-evaluation: the prediction network sees the K recurrent steps, then the K target latents,
-instead of alternating.
+Only the recurrence is sequential. The prediction of all K + 1 latents runs after the unroll as
+one [B·(K+1)] batch, and the SSL terms of all K steps as one [B·K] batch (the K latents and the
+K target observations through the projection), with every BatchNorm in grouped mode
+(:func:`lzk_common.blocks.batch_groups`), so each step is still normalised with its own batch
+statistics; the cross-entropies of all steps are then one call per term. The values and
+gradients are those of step-by-step calls (LightZero's order); a few large matmuls and a few
+dozen ops replace K small ones and several hundred (on two CPU cores the SSL batching made
+learner steps ≈ 15% faster). Each BatchNorm's running statistics receive the same updates in the
+same order as step-by-step evaluation (the prediction network's: the K + 1 unrolled latents,
+then the K target latents), in closed form.
 """
 from __future__ import annotations
 
@@ -42,9 +44,9 @@ from lzk_common.support import DiscreteSupport
 from lzk_common.blocks import LatentNet, batch_groups
 
 
-#: ``recurrent(latent [B, *L], k) -> (next_latent [B, *L], reward_logits [B, Nr], value_logits
-#: [B, Nv], policy_logits [B, A])``: recurrent step k of the unroll (it reads a_k itself).
-Recurrent = Callable[[torch.Tensor, int], Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+#: ``recurrent(latent [B, *L], k) -> (next_latent [B, *L], reward_logits [B, Nr])``: the dynamics
+#: of recurrent step k of the unroll (it reads a_k itself); the prediction is the unroll's.
+Recurrent = Callable[[torch.Tensor, int], Tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -111,31 +113,32 @@ def unrolled_loss(
             return contextlib.nullcontext()
         return torch.autocast(device_type=device_type, dtype=autocast_dtype)
 
-    k_steps = batch.actions.shape[1]
+    b, k_steps = batch.actions.shape
     use_ssl = weights.ssl > 0.0 and model.ssl is not None
     value_targets = value_support.encode(batch.target_value)  # [B, K+1, Nv]
     reward_targets = reward_support.encode(reward_target)  # [B, K, Nr]
 
     with amp():
-        latent, v_logits, p_logits = model.initial_inference(batch.obs[:, 0])
-    root_value = value_support.decode(v_logits.detach())
-    value_loss = soft_cross_entropy(v_logits, value_targets[:, 0])
-    policy_loss = soft_cross_entropy(p_logits, batch.target_policy[:, 0])
-    ent = entropy(p_logits)
+        latent = model.represent(batch.obs[:, 0])
+        latents, r_logits = [latent], []
+        for k in range(k_steps):
+            latent, r = recurrent(latent, k)
+            latents.append(latent)
+            r_logits.append(r)
+        unrolled = torch.stack(latents, dim=1)  # [B, K+1, *L], sample-major when flattened
+        with batch_groups(model, k_steps + 1):
+            v_logits, p_logits = model.predict(unrolled.flatten(0, 1))  # [B·(K+1), Nv], [B·(K+1), A]
+    v_logits, p_logits = v_logits.view(b, k_steps + 1, -1), p_logits.view(b, k_steps + 1, -1)
+    root_value = value_support.decode(v_logits[:, 0].detach())
+    value_loss = soft_cross_entropy(v_logits, value_targets).sum(1)
+    policy_loss = soft_cross_entropy(p_logits, batch.target_policy).sum(1)
+    ent = entropy(p_logits).sum(1)
     reward_loss = torch.zeros_like(value_loss)
     ssl_loss = torch.zeros_like(value_loss)
-
-    latents = []
-    for k in range(k_steps):
-        with amp():
-            latent, r_logits, v_logits, p_logits = recurrent(latent, k)
-        latents.append(latent)
-        value_loss = value_loss + soft_cross_entropy(v_logits, value_targets[:, k + 1])
-        policy_loss = policy_loss + soft_cross_entropy(p_logits, batch.target_policy[:, k + 1])
-        reward_loss = reward_loss + soft_cross_entropy(r_logits, reward_targets[:, k])
-        ent = ent + entropy(p_logits)
+    if k_steps > 0:
+        reward_loss = soft_cross_entropy(torch.stack(r_logits, dim=1), reward_targets).sum(1)
     if use_ssl and k_steps > 0:
-        per_step = ssl_consistency(model, torch.stack(latents, dim=1), batch.obs[:, 1:], amp)  # [B, K]
+        per_step = ssl_consistency(model, unrolled[:, 1:], batch.obs[:, 1:], amp)  # [B, K]
         ssl_loss = (per_step * batch.mask[:, :k_steps]).sum(1)
 
     per_sample = (

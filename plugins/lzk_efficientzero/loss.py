@@ -3,7 +3,7 @@
 whose value-prefix head is trained on the value-prefix targets::
 
     (h, c) = 0
-    k < K     s, (h, c), vp, v, π = recurrent_inference(s, (h, c), a_k)
+    k < K     s, (h, c), vp = dynamics(s, (h, c), a_k)
               prefix += CE(vp, φh(target_value_prefix[:, k]))
               (h, c) = 0 when (k + 1) % H == 0      (the state restarts every H steps)
 
@@ -40,11 +40,10 @@ def efficientzero_loss(
 
     def recurrent(latent: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
         nonlocal state
-        latent, state, prefix_logits, value_logits, policy_logits = model.recurrent_inference(
-            latent, state, batch.actions[:, k])
+        latent, state, prefix_logits = model.dynamics(latent, state, batch.actions[:, k])
         if (k + 1) % horizon == 0:  # LightZero resets after step k; the targets restart there too
             state = model.initial_state(latent.shape[0], latent.device, state[0].dtype)
-        return latent, prefix_logits, value_logits, policy_logits
+        return latent, prefix_logits
 
     return unrolled_loss(model, batch, value_support, prefix_support, weights, recurrent, batch.target_value_prefix,
                          autocast_dtype=autocast_dtype)

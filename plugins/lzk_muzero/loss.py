@@ -2,7 +2,7 @@
 (:func:`lzk_common.latent_loss.unrolled_loss`) with MuZero's recurrent step, dynamics on a_k,
 and its reward head trained on the per-step rewards r_{t+k}::
 
-    k < K     s, r, v, π = recurrent_inference(s, a_k);   reward += CE(r, φh(u_k))
+    k < K     s, r = dynamics(s, a_k);   reward += CE(r, φh(u_k))
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def muzero_loss(
     """The weighted MuZero loss of ``batch`` under ``model`` (in whatever mode it is in)."""
 
     def recurrent(latent: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
-        return model.recurrent_inference(latent, batch.actions[:, k])
+        return model.dynamics(latent, batch.actions[:, k])
 
     return unrolled_loss(model, batch, value_support, reward_support, weights, recurrent, batch.target_reward,
                          autocast_dtype=autocast_dtype)

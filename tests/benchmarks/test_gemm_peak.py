@@ -37,3 +37,23 @@ def test_bf16_products_are_timed_in_bf16() -> None:
     ((product, count),) = rec.products.items()
     assert product[5] == "bfloat16" and count == 1
     assert gemm_peak.time_product(product, repeats=3) > 0
+
+
+def test_interleaved_share_alternates_step_and_its_matmuls() -> None:
+    """A step that runs its two products and then sleeps: the sweep times the products alone, so
+    the share is well below 1 and every round's ratio is bounded by the median's neighbours."""
+    import time
+
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+        a @ b
+        a @ b.t()
+        time.sleep(0.01)
+
+    r = gemm_peak.interleaved_share(step, rounds=3, threads=1, warmup=1)
+    assert len(calls) == 1 + 1 + 3  # recorded once, then warm-up and timed rounds
+    assert 0 < r["share_min"] <= r["share_of_peak"] <= r["share_max"] < 0.5
+    assert r["step_seconds"] >= 0.01 and 0 < r["gemm_seconds"] < r["step_seconds"]

@@ -43,3 +43,5 @@ def test_learn_rows_report_the_share_of_the_machine_peak(monkeypatch: pytest.Mon
     assert learn["gmac_per_step"] > 10  # batch 256, K = 5: ~16 GMAC of matmuls
     assert learn["peak_gmac_per_s"] > learn["gmac_per_s"] > 0 and 0 < learn["share_of_peak"] < 1
     assert learn["gemm_ms"] < learn["ms_per_step"]
+    assert 0 < learn["share_min"] <= learn["share_of_peak"] <= learn["share_max"] < 1
+    assert 0 < learn["share_apart"] < 1 and learn["interleaved_gemm_ms"] < learn["interleaved_step_ms"]

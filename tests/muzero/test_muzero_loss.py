@@ -166,6 +166,75 @@ def _ungrouped_ssl(model: torch.nn.Module, tb: TensorBatch) -> torch.Tensor:
     return (negative_cosine(online, target).view(b, k) * tb.mask[:, :k]).sum(1).detach()
 
 
+def _per_step_loss_reference(model: torch.nn.Module, tb: TensorBatch, support: DiscreteSupport,
+                             w: LatentLossWeights) -> torch.Tensor:
+    """The whole loss step by step: initial inference, then K recurrent inferences (prediction at
+    every step, one call each), then the K online projections and the K SSL targets. (LightZero
+    alternates online and target projections step by step; the batched SSL of the learner
+    documents that its BatchNorm statistics see all online rows first.)"""
+    from lzk_common.losses import entropy, soft_cross_entropy
+
+    b, k = tb.actions.shape
+    latent, v, p = model.initial_inference(tb.obs[:, 0])
+    value = soft_cross_entropy(v, support.encode(tb.target_value[:, 0]))
+    policy = soft_cross_entropy(p, tb.target_policy[:, 0])
+    ent = entropy(p)
+    reward = torch.zeros(b)
+    latents = []
+    for j in range(k):
+        latent, r, v, p = model.recurrent_inference(latent, tb.actions[:, j])
+        latents.append(latent)
+        value = value + soft_cross_entropy(v, support.encode(tb.target_value[:, j + 1]))
+        policy = policy + soft_cross_entropy(p, tb.target_policy[:, j + 1])
+        reward = reward + soft_cross_entropy(r, support.encode(tb.target_reward[:, j]))
+        ent = ent + entropy(p)
+    online = [model.project(latent, with_grad=True) for latent in latents]
+    with torch.no_grad():
+        targets = [model.project(model.initial_inference(tb.obs[:, j + 1])[0], with_grad=False) for j in range(k)]
+    ssl = sum(negative_cosine(o, t) * tb.mask[:, j] for j, (o, t) in enumerate(zip(online, targets)))
+    per_sample = w.ssl * ssl + w.policy * policy + w.value * value + w.reward * reward - w.entropy * ent
+    return (tb.weights * per_sample).mean()
+
+
+@pytest.mark.parametrize("model_type", ["mlp", "conv"])
+def test_batched_prediction_equals_per_step_calls_in_train_mode(model_type: str) -> None:
+    """The unroll predicts all K + 1 latents in one grouped batch after the recurrence; in train
+    mode that is right only if each step keeps its own BatchNorm statistics: the loss, every
+    gradient and every BatchNorm's running statistics (the prediction network's included, which
+    see the K + 1 unrolled latents, then the K SSL targets, in that order) match step-by-step
+    calls."""
+    obs_shape = (4,) if model_type == "mlp" else (2, 6, 6)
+    cfg = small_model_cfg(type=model_type, latent_dim=4) if model_type == "conv" else small_model_cfg()
+    model = build_model(cfg, obs_shape, 2)
+    randomize(model, seed=7, obs_shape=obs_shape, std=0.2)
+    reference = copy.deepcopy(model)
+    model.train(), reference.train()
+    batch = make_batch(16, 3, 2, obs_shape, seed=8)
+    batch.obs[:, 2:] *= 3.0  # steps with different statistics
+    tb = TensorBatch.from_batch(batch, "cpu")
+    w = LatentLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=5e-3)
+    support = DiscreteSupport.from_range([LO, HI + 1, 1])
+    out = muzero_loss(model, tb, support, support, w)
+    expected = _per_step_loss_reference(reference, tb, support, w)
+    torch.testing.assert_close(out.loss, expected, rtol=1e-6, atol=1e-7)
+    out.loss.backward()
+    expected.backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        if q.grad is None:
+            assert p.grad is None or torch.all(p.grad == 0), name
+        else:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    ref_norms = [m for m in reference.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for (name, m), r in zip(((n, m) for n, m in model.named_modules() if m in norms), ref_norms):
+        torch.testing.assert_close(m.running_mean, r.running_mean, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(m.running_var, r.running_var, rtol=1e-5, atol=1e-6, msg=name)
+        assert int(m.num_batches_tracked) == int(r.num_batches_tracked), name
+    prediction_norm = next(m for n, m in model.named_modules() if n.startswith(
+        "prediction") and isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
+    assert int(prediction_norm.num_batches_tracked) == 1 + 3 + 3  # root, K unrolled, K SSL targets
+
+
 def test_negative_cosine_matches_normalised_rows() -> None:
     """The three-reduction form equals −Σ normalize(x)·normalize(y), value and gradient, including
     a zero row (its norm clamped at eps, as F.normalize does)."""
