@@ -70,6 +70,8 @@ def run_seed(config: str, seed: int, threshold: float, episodes: int, max_env_st
         "train_iters_to_solve": solved["train_iter"] if solved else None,
         "process_seconds": round(elapsed, 1),
         "best_eval": max((r["eval/return_mean"] for r in evals), default=None),
+        # How far an unsolved run got (a right-censored observation for benchmarks/env_steps_pooled.py).
+        "last_env_steps": max((r["env_steps"] for r in records if "env_steps" in r), default=None),
         "evals": len(evals),
         "time_split_s": last_times,
         # Peak RSS of the largest child so far (Linux reports KiB); seeds run one after another.

@@ -1,0 +1,192 @@
+"""Median env steps to solve, estimated from every recorded run of a side, with unsolved runs as
+right-censored observations (Kaplan–Meier).
+
+    python benchmarks/env_steps_pooled.py muzero --ours benchmarks/results/time_to_solve_cartpole_muzero_epyc_20261204.json ...
+
+Why pool: env steps to solve vary 10× from run to run (CartPole MuZero: 450 to 6,000+), so the
+median of five seeds moves by thousands from one sitting to the next. Unlike wall time, env
+steps do not depend on the machine: a run on a slower machine only stops earlier (its time
+limit is reached at fewer env steps). LightZero 0.2.0 does not seed its CartPole resets, so each
+of its runs is an independent draw, and every race recorded under ``benchmarks/results/`` (all
+machines, all sittings, same success test) is a sample of one distribution. A run that did not
+solve within its limit says only "more than the env steps it reached": the Kaplan–Meier estimate
+uses exactly that, where counting it as "never" (:func:`time_to_solve.censored_median`) biases
+the median up, and dropping it biases it down.
+
+Our runs are deterministic per seed on a given machine and code, so our side is the runs given
+with ``--ours`` (one machine, one code version, distinct seeds). Both medians get a bootstrap
+interval (runs resampled with replacement). The estimate assumes independent censoring: a run's
+limit is set by the machine's speed and the sitting, not by how that run was going.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from _results import write_results
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: (env steps: at the solving evaluation, or where the run stopped unsolved; solved).
+Run = tuple[float, bool]
+
+
+def km_curve(runs: Sequence[Run]) -> list[tuple[float, float, int, int]]:
+    """The Kaplan–Meier survival curve S(t) = P(not solved by t): one row (t, S(t), at risk, solved
+    at t) per distinct time at which some run solved. At equal times solves count before stops
+    (a run stopped at t was still at risk at t)."""
+    at_risk, s, rows = len(runs), 1.0, []
+    times = sorted({t for t, _ in runs})
+    for t in times:
+        solved = sum(1 for u, ok in runs if u == t and ok)
+        stopped = sum(1 for u, ok in runs if u == t and not ok)
+        if solved:
+            s *= 1.0 - solved / at_risk
+            rows.append((t, s, at_risk, solved))
+        at_risk -= solved + stopped
+    return rows
+
+
+def km_median(runs: Sequence[Run]) -> float | None:
+    """The smallest t with S(t) ≤ 0.5, or None when fewer than half are estimated solved by the
+    longest run (the median then lies beyond every recorded run)."""
+    for t, s, _, _ in km_curve(runs):
+        if s <= 0.5 + 1e-12:
+            return t
+    return None
+
+
+def bootstrap_interval(runs: Sequence[Run], reps: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float | None, float | None]:
+    """Percentile interval of :func:`km_median` over ``reps`` resamples of the runs (with
+    replacement); a resample whose median lies beyond its runs counts as +∞ (bound None)."""
+    rng = np.random.default_rng(seed)
+    n = len(runs)
+    meds = []
+    for _ in range(reps):
+        m = km_median([runs[i] for i in rng.integers(0, n, n)])
+        meds.append(float("inf") if m is None else m)
+    lo, hi = np.quantile(np.array(meds), [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return (None if np.isinf(lo) else float(lo)), (None if np.isinf(hi) else float(hi))
+
+
+def _run_of(r: dict[str, Any], unknown: float | None) -> Run | None:
+    """One per-seed result of :mod:`time_to_solve` as a run. An unsolved run that did not record
+    how far it got (results written before ``last_env_steps`` existed) is censored at ``unknown``,
+    or left out when that is None."""
+    if r["solved"]:
+        return float(r["env_steps_to_solve"]), True
+    last = r.get("last_env_steps")
+    if last is None:
+        return None if unknown is None else (unknown, False)
+    return float(last), False
+
+
+def _same_test(d: dict[str, Any], threshold: float, episodes: int) -> bool:
+    return float(d.get("threshold", threshold)) == threshold and int(d.get("eval_episodes", episodes)) == episodes
+
+
+def lightzero_runs(paths: Iterable[Path], algo: str, threshold: float = 195.0, episodes: int = 10) -> list[dict]:
+    """LightZero's runs of ``algo`` recorded in ``paths`` (race or ``--only-lightzero`` JSONs of
+    :mod:`time_to_solve`) under the same success test, each once (a file copied under another
+    name adds nothing): dicts with file, seed, env_steps, solved."""
+    seen, out = set(), []
+    for path in sorted(paths):
+        d = json.loads(Path(path).read_text())
+        lz = d.get("lightzero") if isinstance(d, dict) else None
+        if not isinstance(lz, dict) or lz.get("algo") != algo or not _same_test(d, threshold, episodes):
+            continue
+        for r in lz["results"]:
+            # Leaving out such a run of LightZero's can only lower its median (against us).
+            if (run := _run_of(r, unknown=None)) is None:
+                continue
+            steps, solved = run
+            key = (r["seed"], steps, solved, r.get("process_seconds"))
+            if key not in seen:
+                seen.add(key)
+                out.append({"file": Path(path).name, "seed": r["seed"], "env_steps": steps, "solved": solved})
+    return out
+
+
+def our_runs(paths: Iterable[Path]) -> list[dict]:
+    """Our runs in ``paths`` (:mod:`time_to_solve` JSONs); a seed given twice is an error (our runs
+    repeat exactly on one machine, so it would count one draw twice)."""
+    out: list[dict] = []
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        for r in d["results"]:
+            # An unsolved run of ours that did not record how far it got counts as slower than
+            # every run (against us).
+            run = _run_of(r, unknown=float("inf"))
+            assert run is not None
+            steps, solved = run
+            if any(o["seed"] == r["seed"] for o in out):
+                raise SystemExit(f"{path}: seed {r['seed']} is already in an earlier --ours file")
+            out.append({"file": Path(path).name, "seed": r["seed"], "env_steps": None if steps == float("inf") else steps,
+                        "solved": solved})
+    return out
+
+
+def side_summary(runs: list[dict], reps: int) -> dict[str, Any]:
+    """A side's runs (env_steps None: unsolved, how far unknown) → counts, Kaplan–Meier median,
+    its bootstrap interval and the longest recorded run."""
+    pairs = [(float("inf") if r["env_steps"] is None else r["env_steps"], r["solved"]) for r in runs]
+    lo, hi = bootstrap_interval(pairs, reps)
+    return {"runs": len(pairs), "solved": sum(ok for _, ok in pairs), "km_median_env_steps": km_median(pairs),
+            "longest_run_env_steps": max((t for t, _ in pairs if t != float("inf")), default=0.0),
+            "bootstrap_95": [lo, hi], "records": runs}
+
+
+def compare_medians(ours: dict[str, Any], theirs: dict[str, Any]) -> bool | None:
+    """Whether our median is at most LightZero's, from two :func:`side_summary` results. A median
+    beyond a side's runs is only known to exceed its longest run, so the answer is None where
+    that leaves the order open."""
+    a, b = ours["km_median_env_steps"], theirs["km_median_env_steps"]
+    if a is not None and b is not None:
+        return a <= b
+    if a is None and b is None:
+        return None
+    if b is None:  # theirs > their longest run
+        return True if a <= theirs["longest_run_env_steps"] else None
+    return False if b < ours["longest_run_env_steps"] else None  # ours > our longest run
+
+
+def _fmt(x: float | None, longest: float) -> str:
+    return f"{x:,.0f}" if x is not None else f"> {longest:,.0f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("algo", help="LightZero's algorithm as recorded in the race JSONs (muzero, rezero, ...)")
+    parser.add_argument("--ours", nargs="+", type=Path, required=True, help="our time_to_solve JSONs (distinct seeds)")
+    parser.add_argument("--lightzero", nargs="*", type=Path, default=None,
+                        help="JSONs holding LightZero's runs (default: every benchmarks/results/*.json)")
+    parser.add_argument("--bootstrap", type=int, default=2000)
+    parser.add_argument("--json-out")
+    args = parser.parse_args()
+
+    lz = lightzero_runs(args.lightzero if args.lightzero is not None else RESULTS.glob("*.json"), args.algo)
+    if not lz:
+        raise SystemExit(f"no LightZero runs of {args.algo!r} found")
+    sides = {"lightzero": side_summary(lz, args.bootstrap), "ours": side_summary(our_runs(args.ours), args.bootstrap)}
+    print(f"{'side':>9} {'runs':>5} {'solved':>6} {'KM median env steps':>20} {'bootstrap 95%':>22}")
+    for name, s in sides.items():
+        lo, hi = s["bootstrap_95"]
+        longest = s["longest_run_env_steps"]
+        print(f"{name:>9} {s['runs']:>5} {s['solved']:>6} {_fmt(s['km_median_env_steps'], longest):>20} "
+              f"{_fmt(lo, longest) + ' .. ' + _fmt(hi, longest):>22}")
+    verdict = compare_medians(sides["ours"], sides["lightzero"])
+    print({True: "our median env steps <= LightZero's (estimates)", False: "our median env steps > LightZero's (estimates)",
+           None: "undetermined: a median lies beyond the runs recorded"}[verdict])
+    summary = {"algo": args.algo, "method": "Kaplan-Meier median, unsolved runs right-censored",
+               "ours_le_lightzero": verdict, **sides}
+    write_results(summary, f"env_steps_pooled_{args.algo}.json", args.json_out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
