@@ -6,8 +6,8 @@ right-censored observations (Kaplan–Meier).
 Why pool: env steps to solve vary 10× from run to run (CartPole MuZero: 450 to 6,000+), so the
 median of five seeds moves by thousands from one sitting to the next. Unlike wall time, env
 steps do not depend on the machine: a run on a slower machine only stops earlier (its time
-limit is reached at fewer env steps). LightZero 0.2.0 does not seed its CartPole resets, so each
-of its runs is an independent draw, and every race recorded under ``benchmarks/results/`` (all
+limit is reached at fewer env steps). LightZero 0.2.0 does not seed its CartPole resets, so its
+runs of one seed differ (they share only the network's initial weights), and every race recorded under ``benchmarks/results/`` (all
 machines, all sittings, same success test) is a sample of one distribution. A run that did not
 solve within its limit says only "more than the env steps it reached": the Kaplan–Meier estimate
 uses exactly that, where counting it as "never" (:func:`time_to_solve.censored_median`) biases
@@ -27,9 +27,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from _results import write_results
+from _results import RESULTS, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 #: (env steps: at the solving evaluation, or where the run stopped unsolved; solved).
 Run = tuple[float, bool]
@@ -53,7 +52,9 @@ def km_curve(runs: Sequence[Run]) -> list[tuple[float, float, int, int]]:
 
 def km_median(runs: Sequence[Run]) -> float | None:
     """The smallest t with S(t) ≤ 0.5, or None when fewer than half are estimated solved by the
-    longest run (the median then lies beyond every recorded run)."""
+    longest run (the median then lies beyond every recorded run). Without censoring this is the
+    sample median for odd counts and the lower middle value for even ones (where
+    :func:`time_to_solve.censored_median` averages the two)."""
     for t, s, _, _ in km_curve(runs):
         if s <= 0.5 + 1e-12:
             return t
@@ -87,6 +88,7 @@ def _run_of(r: dict[str, Any], unknown: float | None) -> Run | None:
 
 
 def _same_test(d: dict[str, Any], threshold: float, episodes: int) -> bool:
+    """Whether a result file used this success test (a file that does not say is taken to)."""
     return float(d.get("threshold", threshold)) == threshold and int(d.get("eval_episodes", episodes)) == episodes
 
 
@@ -112,12 +114,16 @@ def lightzero_runs(paths: Iterable[Path], algo: str, threshold: float = 195.0, e
     return out
 
 
-def our_runs(paths: Iterable[Path]) -> list[dict]:
-    """Our runs in ``paths`` (:mod:`time_to_solve` JSONs); a seed given twice is an error (our runs
-    repeat exactly on one machine, so it would count one draw twice)."""
+def our_runs(paths: Iterable[Path], threshold: float = 195.0, episodes: int = 10) -> list[dict]:
+    """Our runs in ``paths`` (:mod:`time_to_solve` JSONs, which must use this success test); a seed
+    given twice is an error (our runs repeat exactly on one machine, so it would count one draw
+    twice)."""
     out: list[dict] = []
     for path in paths:
         d = json.loads(Path(path).read_text())
+        if not _same_test(d, threshold, episodes):
+            raise SystemExit(f"{path}: success test {d.get('threshold')}/{d.get('eval_episodes')} episodes, "
+                             f"expected {threshold}/{episodes}")
         for r in d["results"]:
             # An unsolved run of ours that did not record how far it got counts as slower than
             # every run (against us).
@@ -152,10 +158,12 @@ def compare_medians(ours: dict[str, Any], theirs: dict[str, Any]) -> bool | None
         return None
     if b is None:  # theirs > their longest run
         return True if a <= theirs["longest_run_env_steps"] else None
-    return False if b < ours["longest_run_env_steps"] else None  # ours > our longest run
+    # Ours lies beyond our longest finite run (runs censored at +inf do not raise that bound).
+    return False if b <= ours["longest_run_env_steps"] else None
 
 
 def _fmt(x: float | None, longest: float) -> str:
+    """A median or bound for the table: a median beyond the runs prints as "> longest run"."""
     return f"{x:,.0f}" if x is not None else f"> {longest:,.0f}"
 
 

@@ -87,6 +87,10 @@ def test_our_runs_refuse_a_seed_twice(tmp_path: Path) -> None:
     assert [r["env_steps"] for r in pooled.our_runs([first])] == [700.0]
     with pytest.raises(SystemExit, match="seed 0"):
         pooled.our_runs([first, second])
+    other_test = tmp_path / "ours3.json"
+    other_test.write_text(json.dumps({"threshold": 475.0, "eval_episodes": 10, "results": [_r(1, 700, True)]}))
+    with pytest.raises(SystemExit, match="success test 475.0/10"):
+        pooled.our_runs([other_test])
 
 
 def test_cli_compares_the_two_medians(tmp_path: Path) -> None:
@@ -141,6 +145,7 @@ def test_time_to_solve_records_how_far_an_unsolved_run_got(tmp_path: Path, monke
     ((700.0, 900.0), (None, 600.0), None),    # ours 700 against "more than 600": open
     ((None, 900.0), (400.0, 600.0), False),   # ours exceeds 900 > 400
     ((None, 300.0), (400.0, 600.0), None),    # ours "more than 300" against 400: open
+    ((None, 400.0), (400.0, 600.0), False),   # ours "more than 400" against 400
     ((None, 300.0), (None, 600.0), None),
 ])
 def test_compare_medians_leaves_open_what_the_runs_do_not_settle(ours, theirs, expected) -> None:
