@@ -27,12 +27,12 @@ def main(src: str, dst: str) -> None:
     cfg = compile_config(cfg, seed=0, env=None, auto=True, create_cfg=ccfg, save_cfg=False)
     policy = create_policy(cfg.policy, enable_field=["collect"])
     model = policy._collect_model
-    names = list(model.state_dict())
+    mine_all = model.state_dict()
     weights = [data[k] for k in sorted(k for k in data.files if k.startswith("sd/"))]
-    if len(weights) != len(names):
-        raise SystemExit(f"{len(weights)} tensors given, LightZero's model has {len(names)}")
+    if len(weights) != len(mine_all):
+        raise SystemExit(f"{len(weights)} tensors given, LightZero's model has {len(mine_all)}")
     state = {}
-    for name, w, (_, mine) in zip(names, weights, model.state_dict().items()):
+    for w, (name, mine) in zip(weights, mine_all.items()):
         if tuple(w.shape) != tuple(mine.shape):
             raise SystemExit(f"{name}: shape {tuple(w.shape)} given, {tuple(mine.shape)} expected")
         state[name] = torch.from_numpy(np.array(w)).to(mine.dtype)

@@ -75,16 +75,14 @@ def bootstrap_interval(runs: Sequence[Run], reps: int = 2000, level: float = 0.9
     return (None if np.isinf(lo) else float(lo)), (None if np.isinf(hi) else float(hi))
 
 
-def _run_of(r: dict[str, Any], unknown: float | None) -> Run | None:
-    """One per-seed result of :mod:`time_to_solve` as a run. An unsolved run that did not record
-    how far it got (results written before ``last_env_steps`` existed) is censored at ``unknown``,
-    or left out when that is None."""
+def _run_of(r: dict[str, Any]) -> tuple[float | None, bool]:
+    """One per-seed result of :mod:`time_to_solve` as (env steps, solved); env steps None for an
+    unsolved run that did not record how far it got (results written before ``last_env_steps``
+    existed)."""
     if r["solved"]:
         return float(r["env_steps_to_solve"]), True
     last = r.get("last_env_steps")
-    if last is None:
-        return None if unknown is None else (unknown, False)
-    return float(last), False
+    return (None if last is None else float(last)), False
 
 
 def _same_test(d: dict[str, Any], threshold: float, episodes: int) -> bool:
@@ -103,10 +101,9 @@ def lightzero_runs(paths: Iterable[Path], algo: str, threshold: float = 195.0, e
         if not isinstance(lz, dict) or lz.get("algo") != algo or not _same_test(d, threshold, episodes):
             continue
         for r in lz["results"]:
-            # Leaving out such a run of LightZero's can only lower its median (against us).
-            if (run := _run_of(r, unknown=None)) is None:
+            steps, solved = _run_of(r)
+            if steps is None:  # leaving such a run of LightZero's out can only lower its median (against us)
                 continue
-            steps, solved = run
             key = (r["seed"], steps, solved, r.get("process_seconds"))
             if key not in seen:
                 seen.add(key)
@@ -119,21 +116,20 @@ def our_runs(paths: Iterable[Path], threshold: float = 195.0, episodes: int = 10
     given twice is an error (our runs repeat exactly on one machine, so it would count one draw
     twice)."""
     out: list[dict] = []
+    seeds: set[int] = set()
     for path in paths:
         d = json.loads(Path(path).read_text())
         if not _same_test(d, threshold, episodes):
             raise SystemExit(f"{path}: success test {d.get('threshold')}/{d.get('eval_episodes')} episodes, "
                              f"expected {threshold}/{episodes}")
         for r in d["results"]:
-            # An unsolved run of ours that did not record how far it got counts as slower than
-            # every run (against us).
-            run = _run_of(r, unknown=float("inf"))
-            assert run is not None
-            steps, solved = run
-            if any(o["seed"] == r["seed"] for o in out):
+            if r["seed"] in seeds:
                 raise SystemExit(f"{path}: seed {r['seed']} is already in an earlier --ours file")
-            out.append({"file": Path(path).name, "seed": r["seed"], "env_steps": None if steps == float("inf") else steps,
-                        "solved": solved})
+            seeds.add(r["seed"])
+            # An unsolved run of ours that did not record how far it got (env steps None) counts as
+            # slower than every run (against us; see side_summary).
+            steps, solved = _run_of(r)
+            out.append({"file": Path(path).name, "seed": r["seed"], "env_steps": steps, "solved": solved})
     return out
 
 

@@ -23,7 +23,6 @@ that our search matches exactly in the tests.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -52,17 +51,17 @@ def cartpole_roots(n: int, seed: int = 0) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
-def our_policy(run_dir: Path | None, checkpoint: str, perturb: float, sims: int) -> Any:
+def our_policy(run_dir: Path | None, checkpoint: str, perturb: float) -> Any:
     """Our MuZero policy with LightZero's CartPole network: a checkpoint's (which must have been
-    trained with SimNorm) or a perturbed initialisation; ``sims`` simulations in eval mode."""
+    trained with SimNorm) or a perturbed initialisation. Its eval-mode simulations are
+    ``policy.cfg.eval_num_simulations`` (read at every search)."""
     import torch
 
     if run_dir is not None:
         from lzkernel.evaluate import load_policy
         from lzkernel.pluginmanager import Kernel
 
-        policy = load_policy(Kernel(), str(run_dir), checkpoint=checkpoint,
-                             overrides=[f"policy.eval_num_simulations={sims}"]).policy
+        policy = load_policy(Kernel(), str(run_dir), checkpoint=checkpoint).policy
         if policy.cfg.model.latent_norm != "SimNorm":
             raise SystemExit(f"{run_dir}: trained with latent_norm {policy.cfg.model.latent_norm}; "
                              "LightZero's CartPole MuZero network ends with SimNorm")
@@ -71,7 +70,7 @@ def our_policy(run_dir: Path | None, checkpoint: str, perturb: float, sims: int)
     from lzk_muzero.policy import MuZeroPolicy
 
     torch.manual_seed(0)
-    cfg = MuZeroPolicyConfig(num_simulations=sims, search_threads=1)
+    cfg = MuZeroPolicyConfig(search_threads=1)
     cfg.model.latent_norm = "SimNorm"
     policy = MuZeroPolicy(cfg, (4,), 2, seed=0)
     g = torch.Generator().manual_seed(1)
@@ -133,16 +132,14 @@ def main() -> int:
 
     rival = args.rival_dir or default_rival_dir()
     obs = cartpole_roots(args.roots)
-    ours: dict[str, np.ndarray] = {}
-    weights = None
+    policy = our_policy(args.run_dir, args.checkpoint, args.perturb)
+    weights = {f"sd/{i:04d}": t.detach().cpu().numpy() for i, t in enumerate(policy.model.state_dict().values())}
+    policy.model.eval()
+    with torch.no_grad():
+        _, v, p = policy.model.initial_inference(torch.from_numpy(obs))
+    ours: dict[str, np.ndarray] = {"root_policy_logits": p.numpy(), "root_value_logits": v.numpy()}
     for s in args.sims:
-        policy = our_policy(args.run_dir, args.checkpoint, args.perturb, s)
-        if weights is None:
-            weights = {f"sd/{i:04d}": t.detach().cpu().numpy() for i, t in enumerate(policy.model.state_dict().values())}
-            policy.model.eval()
-            with torch.no_grad():
-                _, v, p = policy.model.initial_inference(torch.from_numpy(obs))
-            ours["root_policy_logits"], ours["root_value_logits"] = p.numpy(), v.numpy()
+        policy.cfg.eval_num_simulations = s
         act = policy.act(obs, np.ones((len(obs), 2), bool), np.full(len(obs), -1), mode="eval",
                          env_ids=np.arange(len(obs)))
         ours[f"visits_{s}"] = np.rint(act.visit_dist.astype(np.float64) * s)  # normalised visits → counts

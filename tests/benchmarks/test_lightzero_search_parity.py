@@ -18,7 +18,7 @@ def test_roots_are_reachable_cartpole_states() -> None:
 
 
 def test_our_side_builds_lightzero_s_network_with_perturbed_weights() -> None:
-    policy = parity.our_policy(None, "last", 0.05, sims=8)
+    policy = parity.our_policy(None, "last", 0.05)
     assert type(policy.model.representation[-1]).__name__ == "SimNorm"
     # 108 tensors in LightZero's order (its MuZeroModelMLP with SSL heads): what the LightZero
     # side checks shape by shape.
