@@ -19,6 +19,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 #: LightZero's CartPole configs the kit runs.
 ALGOS = ("rezero", "muzero", "efficientzero", "unizero")
+#: LightZero 0.2.0's evaluation interval (``eval_freq``, train iterations; it also evaluates at
+#: iteration 0) in those configs, as every solved LightZero run recorded under benchmarks/results/
+#: shows (train_iters_to_solve = (evals − 1) × interval); UniZero's is not recorded.
+EVAL_EVERY = {"muzero": 100, "rezero": 200, "efficientzero": 200}
 
 
 def default_rival_dir() -> Path:
@@ -37,7 +41,7 @@ def algo_of(config: str) -> str | None:
 
 def parse_evals(path: Path) -> dict[str, Any]:
     """LightZero's evaluations log → {solved, seconds_to_solve, env_steps_to_solve,
-    train_iters_to_solve, evals, last_env_steps}: the first evaluation with ``stop``."""
+    train_iters_to_solve, evals, last_env_steps, last_train_iter}: the first evaluation with ``stop``."""
     records = []
     if path.exists():
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -49,6 +53,7 @@ def parse_evals(path: Path) -> dict[str, Any]:
         "train_iters_to_solve": solved["train_iter"] if solved else None,
         "evals": len(records),
         "last_env_steps": records[-1]["envstep"] if records else None,
+        "last_train_iter": records[-1]["train_iter"] if records else None,
     }
 
 

@@ -17,6 +17,13 @@ Our runs are deterministic per seed on a given machine and code, so our side is 
 with ``--ours`` (one machine, one code version, distinct seeds). Both medians get a bootstrap
 interval (runs resampled with replacement). The estimate assumes independent censoring: a run's
 limit is set by the machine's speed and the sitting, not by how that run was going.
+
+``--measure updates`` estimates the median number of learner updates to solve instead (the
+iteration of the solving evaluation; an unsolved run is censored at its last evaluation). Env
+steps to solve = updates to solve × env steps collected per update, so the two medians together
+say whether a gap in env steps comes from learning per update or from how many env steps each
+collect brings in (both sides collect a fixed number of episodes per 100 updates, so longer
+collect episodes mean more env steps per update).
 """
 from __future__ import annotations
 
@@ -28,10 +35,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from _results import RESULTS, write_results
+from _rival import EVAL_EVERY as LIGHTZERO_EVAL_EVERY
 
 
-#: (env steps: at the solving evaluation, or where the run stopped unsolved; solved).
+#: (env steps or updates: at the solving evaluation, or where the run stopped unsolved; solved).
 Run = tuple[float, bool]
+
+#: What a median can be taken of: env steps or learner updates (train iterations) to solve.
+MEASURES = ("env_steps", "updates")
+
 
 
 def km_curve(runs: Sequence[Run]) -> list[tuple[float, float, int, int]]:
@@ -75,10 +87,30 @@ def bootstrap_interval(runs: Sequence[Run], reps: int = 2000, level: float = 0.9
     return (None if np.isinf(lo) else float(lo)), (None if np.isinf(hi) else float(hi))
 
 
-def _run_of(r: dict[str, Any]) -> tuple[float | None, bool]:
-    """One per-seed result of :mod:`time_to_solve` as (env steps, solved); env steps None for an
-    unsolved run that did not record how far it got (results written before ``last_env_steps``
-    existed)."""
+def eval_interval(results: Sequence[dict[str, Any]]) -> int | None:
+    """The evaluation interval (train iterations) of one batch of per-seed results, from its solved
+    runs: train_iters_to_solve / (evals − 1), evaluations being at 0, I, 2I, …; None when no run
+    solved after iteration 0 or the solved runs disagree."""
+    found = {r["train_iters_to_solve"] / (r["evals"] - 1) for r in results
+             if r.get("solved") and r.get("evals", 0) > 1 and r.get("train_iters_to_solve")}
+    if len(found) != 1:
+        return None
+    (every,) = found
+    return int(every) if every == int(every) else None
+
+
+def _run_of(r: dict[str, Any], measure: str = "env_steps", every: int | None = None) -> tuple[float | None, bool]:
+    """One per-seed result of :mod:`time_to_solve` as (env steps or updates, solved). For an
+    unsolved run: how far it got, None when that was not recorded (env steps: results written
+    before ``last_env_steps`` existed; updates: no ``last_train_iter`` and no evaluation interval
+    ``every`` to count its evaluations with)."""
+    if measure == "updates":
+        if r["solved"]:
+            return float(r["train_iters_to_solve"]), True
+        last = r.get("last_train_iter")
+        if last is None and every is not None and r.get("evals"):
+            last = (r["evals"] - 1) * every
+        return (None if last is None else float(last)), False
     if r["solved"]:
         return float(r["env_steps_to_solve"]), True
     last = r.get("last_env_steps")
@@ -90,28 +122,32 @@ def _same_test(d: dict[str, Any], threshold: float, episodes: int) -> bool:
     return float(d.get("threshold", threshold)) == threshold and int(d.get("eval_episodes", episodes)) == episodes
 
 
-def lightzero_runs(paths: Iterable[Path], algo: str, threshold: float = 195.0, episodes: int = 10) -> list[dict]:
+def lightzero_runs(paths: Iterable[Path], algo: str, threshold: float = 195.0, episodes: int = 10,
+                   measure: str = "env_steps") -> list[dict]:
     """LightZero's runs of ``algo`` recorded in ``paths`` (race or ``--only-lightzero`` JSONs of
     :mod:`time_to_solve`) under the same success test, each once (a file copied under another
-    name adds nothing): dicts with file, seed, env_steps, solved."""
+    name adds nothing): dicts with file, seed, ``measure`` (env_steps or updates), solved."""
     seen, out = set(), []
     for path in sorted(paths):
         d = json.loads(Path(path).read_text())
         lz = d.get("lightzero") if isinstance(d, dict) else None
         if not isinstance(lz, dict) or lz.get("algo") != algo or not _same_test(d, threshold, episodes):
             continue
+        every = eval_interval(lz["results"]) or LIGHTZERO_EVAL_EVERY.get(algo)
         for r in lz["results"]:
-            steps, solved = _run_of(r)
-            if steps is None:  # leaving such a run of LightZero's out can only lower its median (against us)
+            value, solved = _run_of(r, measure, every)
+            if value is None:  # leaving such a run of LightZero's out can only lower its median (against us)
                 continue
-            key = (r["seed"], steps, solved, r.get("process_seconds"))
+            # A run is identified by what it recorded (the same run in two files counts once).
+            key = (r["seed"], _run_of(r)[0], solved, r.get("process_seconds"))
             if key not in seen:
                 seen.add(key)
-                out.append({"file": Path(path).name, "seed": r["seed"], "env_steps": steps, "solved": solved})
+                out.append({"file": Path(path).name, "seed": r["seed"], measure: value, "solved": solved})
     return out
 
 
-def our_runs(paths: Iterable[Path], threshold: float = 195.0, episodes: int = 10) -> list[dict]:
+def our_runs(paths: Iterable[Path], threshold: float = 195.0, episodes: int = 10,
+             measure: str = "env_steps") -> list[dict]:
     """Our runs in ``paths`` (:mod:`time_to_solve` JSONs, which must use this success test); a seed
     given twice is an error (our runs repeat exactly on one machine, so it would count one draw
     twice)."""
@@ -122,40 +158,42 @@ def our_runs(paths: Iterable[Path], threshold: float = 195.0, episodes: int = 10
         if not _same_test(d, threshold, episodes):
             raise SystemExit(f"{path}: success test {d.get('threshold')}/{d.get('eval_episodes')} episodes, "
                              f"expected {threshold}/{episodes}")
+        every = eval_interval(d["results"])
         for r in d["results"]:
             if r["seed"] in seeds:
                 raise SystemExit(f"{path}: seed {r['seed']} is already in an earlier --ours file")
             seeds.add(r["seed"])
-            # An unsolved run of ours that did not record how far it got (env steps None) counts as
-            # slower than every run (against us; see side_summary).
-            steps, solved = _run_of(r)
-            out.append({"file": Path(path).name, "seed": r["seed"], "env_steps": steps, "solved": solved})
+            # An unsolved run of ours that did not record how far it got (None) counts as slower
+            # than every run (against us; see side_summary).
+            value, solved = _run_of(r, measure, every)
+            out.append({"file": Path(path).name, "seed": r["seed"], measure: value, "solved": solved})
     return out
 
 
-def side_summary(runs: list[dict], reps: int) -> dict[str, Any]:
-    """A side's runs (env_steps None: unsolved, how far unknown) → counts, Kaplan–Meier median,
+def side_summary(runs: list[dict], reps: int, measure: str = "env_steps") -> dict[str, Any]:
+    """A side's runs (``measure`` None: unsolved, how far unknown) → counts, Kaplan–Meier median,
     its bootstrap interval and the longest recorded run."""
-    pairs = [(float("inf") if r["env_steps"] is None else r["env_steps"], r["solved"]) for r in runs]
+    pairs = [(float("inf") if r[measure] is None else r[measure], r["solved"]) for r in runs]
     lo, hi = bootstrap_interval(pairs, reps)
-    return {"runs": len(pairs), "solved": sum(ok for _, ok in pairs), "km_median_env_steps": km_median(pairs),
-            "longest_run_env_steps": max((t for t, _ in pairs if t != float("inf")), default=0.0),
+    return {"runs": len(pairs), "solved": sum(ok for _, ok in pairs), f"km_median_{measure}": km_median(pairs),
+            f"longest_run_{measure}": max((t for t, _ in pairs if t != float("inf")), default=0.0),
             "bootstrap_95": [lo, hi], "records": runs}
 
 
-def compare_medians(ours: dict[str, Any], theirs: dict[str, Any]) -> bool | None:
+def compare_medians(ours: dict[str, Any], theirs: dict[str, Any], measure: str = "env_steps") -> bool | None:
     """Whether our median is at most LightZero's, from two :func:`side_summary` results. A median
     beyond a side's runs is only known to exceed its longest run, so the answer is None where
     that leaves the order open."""
-    a, b = ours["km_median_env_steps"], theirs["km_median_env_steps"]
+    median, longest = f"km_median_{measure}", f"longest_run_{measure}"
+    a, b = ours[median], theirs[median]
     if a is not None and b is not None:
         return a <= b
     if a is None and b is None:
         return None
     if b is None:  # theirs > their longest run
-        return True if a <= theirs["longest_run_env_steps"] else None
+        return True if a <= theirs[longest] else None
     # Ours lies beyond our longest finite run (runs censored at +inf do not raise that bound).
-    return False if b <= ours["longest_run_env_steps"] else None
+    return False if b <= ours[longest] else None
 
 
 def _fmt(x: float | None, longest: float) -> str:
@@ -169,26 +207,33 @@ def main() -> int:
     parser.add_argument("--ours", nargs="+", type=Path, required=True, help="our time_to_solve JSONs (distinct seeds)")
     parser.add_argument("--lightzero", nargs="*", type=Path, default=None,
                         help="JSONs holding LightZero's runs (default: every benchmarks/results/*.json)")
+    parser.add_argument("--measure", choices=MEASURES, default="env_steps",
+                        help="the median of env steps (default) or of learner updates to solve")
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--json-out")
     args = parser.parse_args()
+    measure = args.measure
 
-    lz = lightzero_runs(args.lightzero if args.lightzero is not None else RESULTS.glob("*.json"), args.algo)
+    lz = lightzero_runs(args.lightzero if args.lightzero is not None else RESULTS.glob("*.json"), args.algo,
+                        measure=measure)
     if not lz:
         raise SystemExit(f"no LightZero runs of {args.algo!r} found")
-    sides = {"lightzero": side_summary(lz, args.bootstrap), "ours": side_summary(our_runs(args.ours), args.bootstrap)}
-    print(f"{'side':>9} {'runs':>5} {'solved':>6} {'KM median env steps':>20} {'bootstrap 95%':>22}")
+    sides = {"lightzero": side_summary(lz, args.bootstrap, measure),
+             "ours": side_summary(our_runs(args.ours, measure=measure), args.bootstrap, measure)}
+    label = measure.replace("_", " ")
+    print(f"{'side':>9} {'runs':>5} {'solved':>6} {'KM median ' + label:>20} {'bootstrap 95%':>22}")
     for name, s in sides.items():
         lo, hi = s["bootstrap_95"]
-        longest = s["longest_run_env_steps"]
-        print(f"{name:>9} {s['runs']:>5} {s['solved']:>6} {_fmt(s['km_median_env_steps'], longest):>20} "
+        longest = s[f"longest_run_{measure}"]
+        print(f"{name:>9} {s['runs']:>5} {s['solved']:>6} {_fmt(s[f'km_median_{measure}'], longest):>20} "
               f"{_fmt(lo, longest) + ' .. ' + _fmt(hi, longest):>22}")
-    verdict = compare_medians(sides["ours"], sides["lightzero"])
-    print({True: "our median env steps <= LightZero's (estimates)", False: "our median env steps > LightZero's (estimates)",
+    verdict = compare_medians(sides["ours"], sides["lightzero"], measure)
+    print({True: f"our median {label} <= LightZero's (estimates)", False: f"our median {label} > LightZero's (estimates)",
            None: "undetermined: a median lies beyond the runs recorded"}[verdict])
-    summary = {"algo": args.algo, "method": "Kaplan-Meier median, unsolved runs right-censored",
+    summary = {"algo": args.algo, "measure": measure, "method": "Kaplan-Meier median, unsolved runs right-censored",
                "ours_le_lightzero": verdict, **sides}
-    write_results(summary, f"env_steps_pooled_{args.algo}.json", args.json_out)
+    suffix = "" if measure == "env_steps" else f"_{measure}"
+    write_results(summary, f"env_steps_pooled_{args.algo}{suffix}.json", args.json_out)
     return 0
 
 

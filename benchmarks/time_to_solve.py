@@ -72,6 +72,8 @@ def run_seed(config: str, seed: int, threshold: float, episodes: int, max_env_st
         "best_eval": max((r["eval/return_mean"] for r in evals), default=None),
         # How far an unsolved run got (a right-censored observation for benchmarks/env_steps_pooled.py).
         "last_env_steps": max((r["env_steps"] for r in records if "env_steps" in r), default=None),
+        # The last evaluation's iteration: an unsolved run was not solved at any update up to it.
+        "last_train_iter": max((r["train_iter"] for r in evals), default=None),
         "evals": len(evals),
         "time_split_s": last_times,
         # Peak RSS of the largest child so far (Linux reports KiB); seeds run one after another.
@@ -199,6 +201,7 @@ def main() -> int:
     summary = summarise(args.config, args.threshold, args.episodes, args.seeds, results,
                         {"algo": algo, "results": lz_results} if algo is not None else None, args.goal_ratio,
                         args.timeout)
+    summary["overrides"] = list(args.overrides)  # the config as run is config + overrides
     median, lz = summary["median_seconds_to_solve"], summary["lightzero_median_s"]
     print(f"\n{'seed':>4} {'solved':>6} {'seconds':>8} {'env_steps':>9} {'iters':>6}"
           + (f" | {'LightZero s':>11} {'env_steps':>9}" if lz_results else ""))

@@ -136,6 +136,7 @@ def test_time_to_solve_records_how_far_an_unsolved_run_got(tmp_path: Path, monke
     monkeypatch.setattr(time_to_solve.subprocess, "run", fake_run)
     r = time_to_solve.run_seed("configs/cartpole_muzero.yaml", 3, 195.0, 10, 100_000, 60.0, tmp_path, [])
     assert not r["solved"] and r["env_steps_to_solve"] is None and r["last_env_steps"] == 1400
+    assert r["last_train_iter"] == 100  # the last evaluation's, not a later record's
 
 
 @pytest.mark.parametrize("ours, theirs, expected", [
@@ -151,3 +152,69 @@ def test_time_to_solve_records_how_far_an_unsolved_run_got(tmp_path: Path, monke
 def test_compare_medians_leaves_open_what_the_runs_do_not_settle(ours, theirs, expected) -> None:
     side = lambda m, longest: {"km_median_env_steps": m, "longest_run_env_steps": longest}  # noqa: E731
     assert pooled.compare_medians(side(*ours), side(*theirs)) is expected
+
+
+def _it(seed: int, iters: int | None, solved: bool, evals: int, last_iter: int | None = None) -> dict:
+    """A per-seed result as time_to_solve writes it, for the updates measure (evaluations at
+    0, I, 2I, …)."""
+    return {"seed": seed, "solved": solved, "train_iters_to_solve": iters if solved else None, "evals": evals,
+            "env_steps_to_solve": 10 * iters if solved else None, "last_env_steps": 999,
+            **({"last_train_iter": last_iter} if last_iter is not None else {})}
+
+
+def test_eval_interval_from_the_solved_runs_of_a_batch() -> None:
+    assert pooled.eval_interval([_it(0, 600, True, 4), _it(1, 1400, True, 8), _it(2, None, False, 9)]) == 200
+    assert pooled.eval_interval([_it(0, None, False, 9)]) is None  # nothing solved to infer it from
+    assert pooled.eval_interval([_it(0, 600, True, 4), _it(1, 600, True, 7)]) is None  # disagree: refuse to guess
+
+
+def test_updates_of_a_run_solved_or_censored_at_its_last_evaluation() -> None:
+    assert pooled._run_of(_it(0, 800, True, 5), "updates", 200) == (800.0, True)
+    assert pooled._run_of(_it(1, None, False, 9, last_iter=1650), "updates", 200) == (1650.0, False)  # recorded
+    assert pooled._run_of(_it(2, None, False, 9), "updates", 200) == (1600.0, False)  # (9 − 1) × 200
+    assert pooled._run_of(_it(3, None, False, 9), "updates", None) == (None, False)  # unknown
+    assert pooled._run_of(_it(4, 800, True, 5)) == (8000.0, True)  # env steps, the default measure
+
+
+def test_lightzero_runs_in_updates_use_its_config_interval_where_no_run_solved(tmp_path: Path) -> None:
+    # A ReZero batch where nothing solved: its unsolved runs are censored with LightZero's own
+    # evaluation interval for ReZero (200), not dropped.
+    none_solved = _race(tmp_path / "a.json", "rezero", [_it(0, None, False, 7), _it(1, None, False, 4)])
+    some_solved = _race(tmp_path / "b.json", "rezero", [_it(2, 300, True, 4), _it(3, None, False, 3)])  # I = 100
+    runs = pooled.lightzero_runs([none_solved, some_solved], "rezero", measure="updates")
+    assert sorted((r["seed"], r["updates"], r["solved"]) for r in runs) == [
+        (0, 1200.0, False), (1, 600.0, False), (2, 300.0, True), (3, 200.0, False)]
+    assert pooled.LIGHTZERO_EVAL_EVERY["rezero"] == 200
+
+
+def test_cli_measure_updates(tmp_path: Path) -> None:
+    lz = _race(tmp_path / "race.json", "muzero", [_it(0, 300, True, 4), _it(1, 1300, True, 14),
+                                                  _it(2, None, False, 10), _it(3, 700, True, 8)])
+    ours = tmp_path / "ours.json"
+    ours.write_text(json.dumps({"results": [_it(0, 200, True, 3), _it(1, 800, True, 9), _it(2, None, False, 26)]}))
+    out = tmp_path / "summary.json"
+    subprocess.run([sys.executable, str(SCRIPT), "muzero", "--ours", str(ours), "--lightzero", str(lz),
+                    "--measure", "updates", "--bootstrap", "50", "--json-out", str(out)],
+                   capture_output=True, text=True, check=True)
+    summary = json.loads(out.read_text())
+    assert summary["measure"] == "updates"
+    # LightZero: solved 300, 700, 1300, censored at 900: S(700) = 1/2, so 700. Ours: 200, 800, >2500: 800.
+    assert summary["lightzero"]["km_median_updates"] == 700.0
+    assert summary["ours"]["km_median_updates"] == 800.0
+    assert summary["ours_le_lightzero"] is False
+
+
+def test_lightzero_eval_interval_matches_every_recorded_solved_run() -> None:
+    """The fallback interval per algorithm is what LightZero's recorded runs show."""
+    from _results import RESULTS
+    checked = 0
+    for path in RESULTS.glob("*.json"):
+        d = json.loads(path.read_text())
+        lz = d.get("lightzero") if isinstance(d, dict) else None
+        if not isinstance(lz, dict) or lz.get("algo") not in pooled.LIGHTZERO_EVAL_EVERY:
+            continue
+        for r in lz["results"]:
+            if r["solved"] and r.get("evals"):
+                assert r["train_iters_to_solve"] == (r["evals"] - 1) * pooled.LIGHTZERO_EVAL_EVERY[lz["algo"]], path.name
+                checked += 1
+    assert checked >= 20

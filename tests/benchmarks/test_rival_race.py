@@ -38,6 +38,7 @@ def test_lightzero_side_of_a_seed(kit: Path, tmp_path: Path) -> None:
     assert (solved["solved"], solved["seconds_to_solve"], solved["env_steps_to_solve"]) == (True, 30.0, 3000)
     unsolved = _rival.run_lightzero("rezero", 1, 195.0, 10, 60, tmp_path / "lz1", kit)
     assert not unsolved["solved"] and unsolved["seconds_to_solve"] is None and unsolved["last_env_steps"] == 3000
+    assert unsolved["last_train_iter"] == 200  # its last evaluation's iteration (a censoring point for updates)
 
 
 def test_bad_kit_and_algo_fail_clearly(tmp_path: Path, kit: Path) -> None:
