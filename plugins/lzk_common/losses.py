@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
+from lzk_common import numba_rows
+
 
 @dataclass
 class LossWeights:
@@ -68,14 +70,22 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
 
 def negative_cosine(x: torch.Tensor, y: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """−⟨x/‖x‖, y/‖y‖⟩ per row, each norm clamped below at ``eps`` (as ``F.normalize``):
-    [B, P] × [B, P] → [B], in float32.
+    [B, P] × [B, P] → [B], in float32 (x and y may be bfloat16, as under autocast; float64 stays
+    float64).
 
     Computed as −⟨x, y⟩ / (‖x‖·‖y‖) from three row reductions instead of normalising both
     [B, P] operands (the same value up to rounding, ~1e-7 relative), with the gradient written
-    out (:class:`_NegativeCosine`): two passes over [B, P] per operand that needs one, where
-    autograd's chain through the norms and the dot product takes five or six (the SSL heads'
-    rows are [1280, 1024])."""
-    return _NegativeCosine.apply(x.float(), y.float(), eps)
+    out (:class:`_NegativeCosine`): two passes over [B, P] per operand that needs a gradient,
+    where autograd's chain through the norms and the dot product takes five or six (the SSL
+    heads' rows are [1280, 1024]). bfloat16 rows on CPU (autocast) take one fused pass forward
+    and one per gradient backward in their own storage type (:mod:`lzk_common.numba_rows`),
+    without float32 copies."""
+    return _NegativeCosine.apply(x, y, eps)
+
+
+def _at_least_float32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32, or as it is when its dtype is wider (float64 in gradient checks)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
 class _NegativeCosine(torch.autograd.Function):
@@ -83,12 +93,21 @@ class _NegativeCosine(torch.autograd.Function):
 
         ∂f/∂x = (c_x·x − y) / (n_x·n_y),   c_x = ⟨x, y⟩ / n_x²  (0 where ‖x‖ < eps: n_x is constant there)
 
-    and symmetrically for y."""
+    and symmetrically for y; each gradient is returned in its operand's dtype."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
-        norm_x, norm_y = torch.linalg.vector_norm(x, dim=-1), torch.linalg.vector_norm(y, dim=-1)  # [B]
-        dot = torch.linalg.vecdot(x, y)  # [B]
+        # Fused where it removes the float32 copies of bf16 rows (≈ 6 ms of a ≈ 100 ms bf16 step on
+        # two cores, benchmarks/ssl_cosine_ab.py);
+        # float32 rows keep torch's two-thread passes, which the one-thread kernels only matched.
+        ctx.fused = torch.bfloat16 in (x.dtype, y.dtype) and numba_rows.supported(x, y)
+        if ctx.fused:
+            dot, sq_x, sq_y = numba_rows.row_cosine_sums(x, y)  # [B] each, float32
+            norm_x, norm_y = sq_x.sqrt(), sq_y.sqrt()
+        else:
+            xf, yf = _at_least_float32(x), _at_least_float32(y)
+            norm_x, norm_y = torch.linalg.vector_norm(xf, dim=-1), torch.linalg.vector_norm(yf, dim=-1)  # [B]
+            dot = torch.linalg.vecdot(xf, yf)  # [B]
         ctx.eps = eps
         ctx.save_for_backward(x, y, dot, norm_x, norm_y)
         return -dot / (norm_x.clamp_min(eps) * norm_y.clamp_min(eps))
@@ -100,9 +119,12 @@ class _NegativeCosine(torch.autograd.Function):
         scale = grad / (n_x * n_y)  # [B]
 
         def grad_of(a: torch.Tensor, b: torch.Tensor, norm_a: torch.Tensor, n_a: torch.Tensor) -> torch.Tensor:
-            """∂f/∂a · grad = (c_a·a − b)·scale, two passes over [B, P]."""
+            """∂f/∂a · grad = (c_a·a − b)·scale in a's dtype: one pass over [B, P] fused, two in torch."""
             c_a = torch.where(norm_a >= ctx.eps, dot / n_a.square(), 0.0)
-            return torch.addcmul(b * (-scale).unsqueeze(-1), a, (scale * c_a).unsqueeze(-1))
+            if ctx.fused:
+                return numba_rows.row_scaled_sum(a, b, scale * c_a, -scale)
+            return torch.addcmul(_at_least_float32(b) * (-scale).unsqueeze(-1), _at_least_float32(a),
+                                 (scale * c_a).unsqueeze(-1)).to(a.dtype)
 
         grad_x = grad_of(x, y, norm_x, n_x) if ctx.needs_input_grad[0] else None
         grad_y = grad_of(y, x, norm_y, n_y) if ctx.needs_input_grad[1] else None

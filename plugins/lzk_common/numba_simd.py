@@ -8,7 +8,11 @@ The vector width is fixed at 8: one AVX register; LLVM splits it into two SSE re
 machines without AVX, so the code stays portable.
 
 ``vload``/``vstore`` take a C-contiguous float32 array of any rank and a flat element offset
-(unaligned access; no bounds check: callers guarantee ``offset + 8 <= a.size``).
+(unaligned access; no bounds check: callers guarantee ``offset + 8 <= a.size``). ``vload_wide``/
+``vstore_narrow`` do the same for float32 arrays and for uint16 arrays that hold bfloat16 bits
+(torch's bf16 tensors viewed as ``uint16``): a bf16 load widens exactly (bits << 16), a bf16
+store rounds to nearest even as torch's casts do. Kernels written with them compile once per
+storage type and compute in float32 either way.
 """
 from __future__ import annotations
 
@@ -107,12 +111,21 @@ def vfma(typingctx: Any, a: types.Type, b: types.Type, c: types.Type) -> Any:
     return f32x8(a, b, c), codegen
 
 
-@intrinsic
-def vadd(typingctx: Any, a: types.Type, b: types.Type) -> Any:
-    """a + b lane-wise."""
-    if not a == b == f32x8:
-        return None
-    return f32x8(a, b), lambda context, builder, sig, args: builder.fadd(args[0], args[1])
+def _lanewise(name: str, instruction: str, doc: str) -> Any:
+    """A binary lane-wise intrinsic of two f32x8 values, emitting one LLVM ``instruction``
+    (an IRBuilder method: ``fadd``, ``fmul``) without fast-math flags."""
+
+    def typer(typingctx: Any, a: types.Type, b: types.Type) -> Any:
+        if not a == b == f32x8:
+            return None
+        return f32x8(a, b), lambda context, builder, sig, args: getattr(builder, instruction)(args[0], args[1])
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
+
+
+vadd = _lanewise("vadd", "fadd", "a + b lane-wise.")
 
 
 @intrinsic
@@ -148,3 +161,86 @@ def bits_f32(typingctx: Any, x: types.Type) -> Any:
         return builder.bitcast(bits, ir.FloatType())
 
     return types.float32(x), codegen
+
+
+_I16 = ir.IntType(16)
+_VEC_I32 = ir.VectorType(_I32, LANES)
+_VEC_I16 = ir.VectorType(_I16, LANES)
+
+
+def _is_bf16_bits_c_array(a: types.Type) -> bool:
+    return isinstance(a, types.Array) and a.dtype == types.uint16 and a.layout == "C"
+
+
+def _typed_ptr(context: Any, builder: ir.IRBuilder, aryty: types.Array, ary: Any, offset: Any, vec: ir.Type) -> Any:
+    data = context.make_array(aryty)(context, builder, ary).data
+    return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
+
+
+@intrinsic
+def vload_wide(typingctx: Any, a: types.Type, offset: types.Type) -> Any:
+    """a.flat[offset : offset + 8] as a float32 vector, from float32 or bf16-bit (uint16) storage."""
+    if not isinstance(offset, types.Integer):
+        return None
+    if _is_f32_c_array(a):
+        return f32x8(a, offset), lambda context, builder, sig, args: builder.load(
+            _vec_ptr(context, builder, a, args[0], args[1]), align=4)
+    if not _is_bf16_bits_c_array(a):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        half = builder.load(_typed_ptr(context, builder, a, args[0], args[1], _VEC_I16), align=2)
+        wide = builder.shl(builder.zext(half, _VEC_I32), ir.Constant(_VEC_I32, [16] * LANES))
+        return builder.bitcast(wide, _VEC)
+
+    return f32x8(a, offset), codegen
+
+
+@intrinsic
+def vstore_narrow(typingctx: Any, a: types.Type, offset: types.Type, v: types.Type) -> Any:
+    """a.flat[offset : offset + 8] = v, into float32 storage, or into bf16-bit (uint16) storage
+    rounded to nearest even (NaN stays a quiet NaN), as torch's float → bfloat16 cast."""
+    if not (isinstance(offset, types.Integer) and v == f32x8):
+        return None
+    if _is_f32_c_array(a):
+        def store_f32(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+            builder.store(args[2], _vec_ptr(context, builder, a, args[0], args[1]), align=4)
+            return context.get_dummy_value()
+
+        return types.none(a, offset, v), store_f32
+    if not _is_bf16_bits_c_array(a):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        def splat(x: int) -> ir.Constant:
+            return ir.Constant(_VEC_I32, [x] * LANES)
+
+        value = args[2]
+        bits = builder.bitcast(value, _VEC_I32)
+        lsb = builder.and_(builder.lshr(bits, splat(16)), splat(1))
+        rounded = builder.lshr(builder.add(bits, builder.add(splat(0x7FFF), lsb)), splat(16))
+        quiet_nan = builder.or_(builder.lshr(bits, splat(16)), splat(0x40))
+        is_nan = builder.fcmp_unordered("uno", value, value)
+        half = builder.trunc(builder.select(is_nan, quiet_nan, rounded), _VEC_I16)
+        builder.store(half, _typed_ptr(context, builder, a, args[0], args[1], _VEC_I16), align=2)
+        return context.get_dummy_value()
+
+    return types.none(a, offset, v), codegen
+
+
+vmul = _lanewise("vmul", "fmul", "a · b lane-wise (a plain multiply: never contracted with an add, so results "
+                                 "do not depend on the compiler's choices).")
+
+
+@intrinsic
+def vsum(typingctx: Any, a: types.Type) -> Any:
+    """The sum of the 8 lanes, added in lane order (an ordered reduction: deterministic)."""
+    if a != f32x8:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.FloatType(), [ir.FloatType(), _VEC]), "llvm.vector.reduce.fadd.v8f32")
+        return builder.call(fn, [ir.Constant(ir.FloatType(), -0.0), args[0]])
+
+    return types.float32(a), codegen
