@@ -23,5 +23,5 @@ prediction network, an unrolled loss, a target network, batched search over late
 * ``inference``      BN folding and the search snapshot base (slots, step timing, decoding)
 * ``numba_mlp``, ``numba_simd``   compiled search kernels of the residual MLP (panels, dense
                                   microkernel, decoding, prediction) and the backend base
-* ``numba_rows``     the learner's fused row passes on CPU (the SSL negative cosine, float32/bf16)
+* ``numba_rows``     the learner's fused row passes on CPU (SSL negative cosine, soft cross-entropy)
 """

@@ -58,8 +58,37 @@ class TensorBatch:
 
 
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """−Σ target · log_softmax(logits) over the last axis, in float32: [*S, N] → [*S]."""
+    """−Σ target · log_softmax(logits) over the last axis, in float32: [*S, N] → [*S].
+
+    bfloat16 logits on CPU (autocast) with a float32 target that needs no gradient take the fused
+    row kernels (:mod:`lzk_common.numba_rows`: two passes forward, one backward, the gradient
+    written in bf16; the value and reward supports' [1536, 601] and [1280, 601] rows), the same
+    value up to float32 rounding; everything else, float32 included, takes torch's passes."""
+    n = logits.shape[-1]
+    if (logits.dtype == torch.bfloat16 and not target.requires_grad and logits.is_contiguous()
+            and target.is_contiguous()):
+        rows, targets = logits.view(-1, n), target.view(-1, n)
+        if numba_rows.ce_supported(rows, targets):
+            return _SoftCrossEntropy.apply(rows, targets).view(logits.shape[:-1])
     return -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
+
+
+class _SoftCrossEntropy(torch.autograd.Function):
+    """f = −Σ t·log_softmax(z) per row of [R, N] logits z (bf16) and targets t (float32, no
+    gradient). Its gradient: ∂f/∂z = Σt · softmax(z) − t, returned in z's dtype."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss, lse, sum_t = numba_rows.row_soft_cross_entropy(logits, target)  # [R] each, float32
+        ctx.save_for_backward(logits, target, lse, sum_t)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+        logits, target, lse, sum_t = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        return numba_rows.row_soft_cross_entropy_grad(logits, target, lse, grad * sum_t, grad), None
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -98,7 +127,7 @@ class _NegativeCosine(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
         # Fused where it removes the float32 copies of bf16 rows (≈ 6 ms of a ≈ 100 ms bf16 step on
-        # two cores, benchmarks/ssl_cosine_ab.py);
+        # two cores, benchmarks/fused_rows_ab.py);
         # float32 rows keep torch's two-thread passes, which the one-thread kernels only matched.
         ctx.fused = torch.bfloat16 in (x.dtype, y.dtype) and numba_rows.supported(x, y)
         if ctx.fused:

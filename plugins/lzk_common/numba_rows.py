@@ -1,5 +1,6 @@
-"""Row-wise fused passes of the learner's SSL term on CPU: the negative cosine's three row
-reductions in one pass, and its gradient in one pass, for float32 and bfloat16 rows.
+"""Row-wise fused passes of the learner's loss on CPU, for float32 and bfloat16 rows: the SSL
+negative cosine's three row reductions in one pass and its gradient in one pass; the soft
+cross-entropy of logits on the value and reward supports in two passes forward and one backward.
 
 Why: the SSL heads' rows are [B·K, P] = [1280, 1024]. In torch the negative cosine reads them in
 five passes forward (two norms, a product, its sum, plus two float32 copies of the bf16 rows
@@ -14,17 +15,27 @@ contracted multiply-adds, so the result does not depend on how or where numba co
 kernel. The order differs from torch's reductions: values agree with them to float32 rounding
 (~1e-7 relative; tests compare both).
 
-Rows must be C-contiguous with P a multiple of 8 (:func:`supported`); callers fall back to torch
+The cross-entropy's rows are [B·(K+1), N] = [1536, 601] (value) and [1280, 601] (reward): torch
+reads them in about ten passes per step (the float32 copy of the bf16 logits, log-softmax's three,
+the product with the target, its sum, and backward the product, log-softmax's gradient, the cast
+back), here in three, with exp from :func:`lzk_common.numba_simd.vexp` (< 1 ulp).
+
+The cosine's rows must be C-contiguous with P a multiple of 8 (:func:`supported`); the
+cross-entropy's with N ≥ 8 (:func:`ce_supported`; a row's last partial vector is the overlapping
+vector that ends the row, its already counted lanes masked out). Callers fall back to torch
 otherwise. The kernels run on the calling thread: split over two threads they were no faster on
 two cores (the rows stream from memory either way).
 """
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 import torch
 
-from lzk_common.numba_simd import LANES, vadd, vbroadcast, vload_wide, vmul, vstore_narrow, vsum, vzero
+from lzk_common.numba_simd import (LANES, vadd, vbroadcast, vexp, vhmax, vload, vload_wide, vmax, vmul, vstore_narrow,
+                                   vsub, vsum, vzero)
 
 
 def supported(*tensors: torch.Tensor) -> bool:
@@ -84,4 +95,93 @@ def row_scaled_sum(a: torch.Tensor, b: torch.Tensor, alpha: torch.Tensor, beta: 
     out = torch.empty_like(a)
     scaled_sum(storage(a), storage(b), alpha.detach().float().contiguous().numpy(),
                beta.detach().float().contiguous().numpy(), storage(out), 0, a.shape[0])
+    return out
+
+
+def ce_supported(logits: torch.Tensor, target: torch.Tensor) -> bool:
+    """Whether the cross-entropy kernels take these [R, N] rows: CPU, contiguous, of one shape,
+    logits float32 or bfloat16, target float32, N ≥ 8."""
+    return (logits.device.type == target.device.type == "cpu" and logits.dtype in (torch.float32, torch.bfloat16)
+            and target.dtype == torch.float32 and logits.dim() == 2 and logits.shape == target.shape
+            and logits.is_contiguous() and target.is_contiguous() and logits.shape[1] >= LANES)
+
+
+# vload(_TAIL_MASK, r) = [0] * (8 − r) + [1] * r: the lanes of a row's last, overlapping vector that
+# the full vectors before it have not counted.
+_TAIL_MASK = np.array([0.0] * LANES + [1.0] * LANES, dtype=np.float32)
+
+
+@numba.njit(cache=True, nogil=True)
+def soft_ce_sums(z: np.ndarray, t: np.ndarray, mask: np.ndarray, out: np.ndarray, lo: int,
+                 hi: int) -> None:  # pragma: no cover - compiled
+    """For rows lo ≤ i < hi of logits z and targets t [R, N]: out[0, i] = −Σ t·log_softmax(z),
+    out[1, i] = logsumexp(z), out[2, i] = Σ t; out [3, R] float32.
+
+    With m the row's max and d = z − m: −Σ t·log_softmax(z) = log(Σ e^d)·Σ t − Σ t·d."""
+    n = z.shape[1]
+    rem = n % LANES
+    full = n - rem
+    tail = vload(mask, rem)
+    for i in range(lo, hi):
+        base = i * n
+        mv = vload_wide(z, base)
+        for j in range(LANES, full, LANES):
+            mv = vmax(mv, vload_wide(z, base + j))
+        if rem:
+            mv = vmax(mv, vload_wide(z, base + n - LANES))  # max is idempotent: no mask needed
+        m = vhmax(mv)
+        mb = vbroadcast(m)
+        s, td, ts = vzero(), vzero(), vzero()
+        for j in range(0, full, LANES):
+            d, tv = vsub(vload_wide(z, base + j), mb), vload(t, base + j)
+            s = vadd(s, vexp(d))
+            td = vadd(td, vmul(tv, d))
+            ts = vadd(ts, tv)
+        if rem:
+            d, tv = vsub(vload_wide(z, base + n - LANES), mb), vmul(vload(t, base + n - LANES), tail)
+            s = vadd(s, vmul(vexp(d), tail))
+            td = vadd(td, vmul(tv, d))
+            ts = vadd(ts, tv)
+        log_s = np.float32(math.log(vsum(s)))
+        sum_t = vsum(ts)
+        out[0, i] = log_s * sum_t - vsum(td)
+        out[1, i] = m + log_s
+        out[2, i] = sum_t
+
+
+@numba.njit(cache=True, nogil=True)
+def soft_ce_grad(z: np.ndarray, t: np.ndarray, lse: np.ndarray, alpha: np.ndarray, beta: np.ndarray,
+                 out: np.ndarray, lo: int, hi: int) -> None:  # pragma: no cover - compiled
+    """out_i = alpha_i · exp(z_i − lse_i) − beta_i · t_i for rows lo ≤ i < hi: z, t, out [R, N];
+    lse, alpha, beta [R] float32. ``out`` is stored in its own type (bf16 rounded to nearest even);
+    a row's last, overlapping vector rewrites the same values."""
+    n = z.shape[1]
+    for i in range(lo, hi):
+        base = i * n
+        lb, al, be = vbroadcast(lse[i]), vbroadcast(alpha[i]), vbroadcast(beta[i])
+        for j in range(0, n - LANES + 1, LANES):
+            vstore_narrow(out, base + j, vsub(vmul(al, vexp(vsub(vload_wide(z, base + j), lb))),
+                                              vmul(be, vload(t, base + j))))
+        if n % LANES:
+            j = n - LANES
+            vstore_narrow(out, base + j, vsub(vmul(al, vexp(vsub(vload_wide(z, base + j), lb))),
+                                              vmul(be, vload(t, base + j))))
+
+
+def row_soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(−Σ target·log_softmax(logits), logsumexp(logits), Σ target) per row, each [R] float32, of
+    [R, N] rows (:func:`ce_supported`)."""
+    out = torch.empty(3, logits.shape[0], dtype=torch.float32)
+    soft_ce_sums(storage(logits), storage(target), _TAIL_MASK, out.numpy(), 0, logits.shape[0])
+    return out[0], out[1], out[2]
+
+
+def row_soft_cross_entropy_grad(logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor,
+                                alpha: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """alpha · softmax(logits) − beta · target per row, in the logits' dtype: [R, N]
+    (:func:`ce_supported`); lse from :func:`row_soft_cross_entropy`, alpha, beta [R]."""
+    out = torch.empty_like(logits)
+    soft_ce_grad(storage(logits), storage(target), lse.detach().float().contiguous().numpy(),
+                 alpha.detach().float().contiguous().numpy(), beta.detach().float().contiguous().numpy(),
+                 storage(out), 0, logits.shape[0])
     return out

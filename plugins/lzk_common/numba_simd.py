@@ -244,3 +244,79 @@ def vsum(typingctx: Any, a: types.Type) -> Any:
         return builder.call(fn, [ir.Constant(ir.FloatType(), -0.0), args[0]])
 
     return types.float32(a), codegen
+
+
+vsub = _lanewise("vsub", "fsub", "a − b lane-wise.")
+
+
+@intrinsic
+def vmax(typingctx: Any, a: types.Type, b: types.Type) -> Any:
+    """max(a, b) lane-wise (``llvm.maxnum``: a NaN lane takes the other operand; callers whose
+    result must carry NaN get it from later arithmetic on the same lanes)."""
+    if not a == b == f32x8:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_VEC] * 2), "llvm.maxnum.v8f32")
+        return builder.call(fn, args)
+
+    return f32x8(a, b), codegen
+
+
+@intrinsic
+def vhmax(typingctx: Any, a: types.Type) -> Any:
+    """The largest of the 8 lanes (max is exact, so the order does not matter)."""
+    if a != f32x8:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.FloatType(), [_VEC]), "llvm.vector.reduce.fmax.v8f32")
+        return builder.call(fn, [args[0]])
+
+    return types.float32(a), codegen
+
+
+# exp(x) = 2^n · e^r with n = round(x / ln 2) and r = x − n·ln 2 ∈ [−ln 2 / 2, ln 2 / 2]: ln 2 split in
+# two parts so that n·C1 is exact, e^r from the degree-7 Taylor-like minimax polynomial of Cephes' expf
+# (public domain), 2^n built from its exponent bits.
+_EXP_HI, _EXP_LO = 88.72283, -87.33654  # exp overflows above, leaves the normal range below
+_LOG2E = 1.44269504088896341
+_LN2_C1, _LN2_C2 = 0.693359375, -2.12194440e-4
+_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+
+
+@intrinsic
+def vexp(typingctx: Any, a: types.Type) -> Any:
+    """exp(a) lane-wise, within 1 ulp of the exact value for normal results (measured over
+    [−100, 89]); inputs are clamped to [−87.34, 88.72], so exp of anything lower is ≈ 1.2e-38 (not
+    0) and of anything higher ≈ 3.4e38 (not inf); NaN stays NaN. Plain multiplies and adds (no
+    contraction): the same bits wherever it compiles."""
+    if a != f32x8:
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+        def splat(x: float) -> ir.Constant:
+            return ir.Constant(_VEC, [x] * LANES)
+
+        x = args[0]
+        x = builder.select(builder.fcmp_ordered(">", x, splat(_EXP_HI)), splat(_EXP_HI), x)
+        x = builder.select(builder.fcmp_ordered("<", x, splat(_EXP_LO)), splat(_EXP_LO), x)
+        floor = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_VEC]), "llvm.floor.v8f32")
+        n = builder.call(floor, [builder.fadd(builder.fmul(x, splat(_LOG2E)), splat(0.5))])
+        r = builder.fsub(builder.fsub(x, builder.fmul(n, splat(_LN2_C1))), builder.fmul(n, splat(_LN2_C2)))
+        p = splat(_EXP_POLY[0])
+        for c in _EXP_POLY[1:]:
+            p = builder.fadd(builder.fmul(p, r), splat(c))
+        y = builder.fadd(builder.fadd(builder.fmul(p, builder.fmul(r, r)), r), splat(1.0))
+        # 2^n as 2^h · 2^(n − h), h = n >> 1: both factors stay normal floats for n ∈ [−126, 128].
+        n_int = builder.fptosi(n, _VEC_I32)
+        half = builder.ashr(n_int, ir.Constant(_VEC_I32, [1] * LANES))
+
+        def pow2(k: Any) -> Any:
+            biased = builder.add(k, ir.Constant(_VEC_I32, [127] * LANES))
+            return builder.bitcast(builder.shl(biased, ir.Constant(_VEC_I32, [23] * LANES)), _VEC)
+
+        return builder.fmul(builder.fmul(y, pow2(half)), pow2(builder.sub(n_int, half)))
+
+    return f32x8(a), codegen
