@@ -125,10 +125,8 @@ def soft_ce_sums(z: np.ndarray, t: np.ndarray, mask: np.ndarray, out: np.ndarray
     for i in range(lo, hi):
         base = i * n
         mv = vload_wide(z, base)
-        for j in range(LANES, full, LANES):
-            mv = vmax(mv, vload_wide(z, base + j))
-        if rem:
-            mv = vmax(mv, vload_wide(z, base + n - LANES))  # max is idempotent: no mask needed
+        for k in range(LANES, n, LANES):  # the last start clipped to n − 8: max is idempotent, no mask
+            mv = vmax(mv, vload_wide(z, base + min(k, n - LANES)))
         m = vhmax(mv)
         mb = vbroadcast(m)
         s, td, ts = vzero(), vzero(), vzero()
@@ -159,13 +157,9 @@ def soft_ce_grad(z: np.ndarray, t: np.ndarray, lse: np.ndarray, alpha: np.ndarra
     for i in range(lo, hi):
         base = i * n
         lb, al, be = vbroadcast(lse[i]), vbroadcast(alpha[i]), vbroadcast(beta[i])
-        for j in range(0, n - LANES + 1, LANES):
-            vstore_narrow(out, base + j, vsub(vmul(al, vexp(vsub(vload_wide(z, base + j), lb))),
-                                              vmul(be, vload(t, base + j))))
-        if n % LANES:
-            j = n - LANES
-            vstore_narrow(out, base + j, vsub(vmul(al, vexp(vsub(vload_wide(z, base + j), lb))),
-                                              vmul(be, vload(t, base + j))))
+        for k in range(0, n, LANES):
+            j = base + min(k, n - LANES)  # the last start clipped to n − 8: an overlap rewrites equal values
+            vstore_narrow(out, j, vsub(vmul(al, vexp(vsub(vload_wide(z, j), lb))), vmul(be, vload(t, j))))
 
 
 def row_soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

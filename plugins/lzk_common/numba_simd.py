@@ -232,18 +232,30 @@ vmul = _lanewise("vmul", "fmul", "a · b lane-wise (a plain multiply: never cont
                                  "do not depend on the compiler's choices).")
 
 
-@intrinsic
-def vsum(typingctx: Any, a: types.Type) -> Any:
-    """The sum of the 8 lanes, added in lane order (an ordered reduction: deterministic)."""
-    if a != f32x8:
-        return None
+def _reduction(name: str, llvm_name: str, start: float | None, doc: str) -> Any:
+    """An intrinsic reducing an f32x8 to a float32 with ``llvm_name``; ``start`` is the ordered
+    reduction's initial value (fadd), None for reductions that take none (fmax)."""
 
-    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.FloatType(), [ir.FloatType(), _VEC]), "llvm.vector.reduce.fadd.v8f32")
-        return builder.call(fn, [ir.Constant(ir.FloatType(), -0.0), args[0]])
+    def typer(typingctx: Any, a: types.Type) -> Any:
+        if a != f32x8:
+            return None
 
-    return types.float32(a), codegen
+        def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
+            f32 = ir.FloatType()
+            head = [] if start is None else [ir.Constant(f32, start)]
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [h.type for h in head] + [_VEC]),
+                                                llvm_name)
+            return builder.call(fn, head + [args[0]])
+
+        return types.float32(a), codegen
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
+
+
+vsum = _reduction("vsum", "llvm.vector.reduce.fadd.v8f32", -0.0,
+                  "The sum of the 8 lanes, added in lane order (an ordered reduction: deterministic).")
 
 
 vsub = _lanewise("vsub", "fsub", "a − b lane-wise.")
@@ -263,18 +275,8 @@ def vmax(typingctx: Any, a: types.Type, b: types.Type) -> Any:
     return f32x8(a, b), codegen
 
 
-@intrinsic
-def vhmax(typingctx: Any, a: types.Type) -> Any:
-    """The largest of the 8 lanes (max is exact, so the order does not matter)."""
-    if a != f32x8:
-        return None
-
-    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> Any:
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.FloatType(), [_VEC]), "llvm.vector.reduce.fmax.v8f32")
-        return builder.call(fn, [args[0]])
-
-    return types.float32(a), codegen
+vhmax = _reduction("vhmax", "llvm.vector.reduce.fmax.v8f32", None,
+                   "The largest of the 8 lanes (max is exact, so the order does not matter).")
 
 
 # exp(x) = 2^n · e^r with n = round(x / ln 2) and r = x − n·ln 2 ∈ [−ln 2 / 2, ln 2 / 2]: ln 2 split in
