@@ -291,3 +291,55 @@ def test_grouped_batchnorm_output_is_not_a_view(shape: tuple[int, ...]) -> None:
         (out * torch.arange(out.numel()).view_as(out)).sum().backward()
         grads.append(xi.grad)
     assert torch.equal(grads[0], grads[1]) and grads[0].abs().sum() > 0
+
+
+def _grouped_bn_by_repeat(norm: torch.nn.Module, x: torch.Tensor, g: int) -> torch.Tensor:
+    """The grouped BatchNorm as first written (``repeat`` tiles, powers built per call): the
+    reference the leaner bookkeeping must equal bit for bit."""
+    from torch.nn import functional as F
+
+    n, c = x.shape[0] // g, x.shape[1]
+    xs = x.reshape(n, g * c, *x.shape[2:])
+    slot_mean, slot_var = norm.running_mean.repeat(g), norm.running_var.repeat(g)
+    m = float(norm.momentum)
+    y = F.batch_norm(xs, slot_mean, slot_var, norm.weight.repeat(g), norm.bias.repeat(g), True, m, norm.eps)
+    with torch.no_grad():
+        decay = 1.0 - m
+        powers = decay ** torch.arange(g - 1, -1, -1, dtype=norm.running_mean.dtype)
+        for r, slots in ((norm.running_mean.data, slot_mean), (norm.running_var.data, slot_var)):
+            increments = slots.view(g, c) - decay * r
+            r.mul_(decay ** g).add_(powers @ increments)
+        norm.num_batches_tracked.data.add_(g)
+    return y.reshape(x.shape)
+
+
+@pytest.mark.parametrize("shape", [(40, 24), (15, 3, 2, 2)])
+def test_grouped_batchnorm_bookkeeping_is_bit_for_bit(shape: tuple[int, ...]) -> None:
+    """The cat-tiled parameters and cached decay powers change nothing: output, input and
+    parameter gradients and running statistics equal the repeat-based form to the bit, over
+    two calls (the second reuses the cached powers)."""
+    from lzk_common.blocks import GroupedBatchNorm1d, GroupedBatchNorm2d, batch_groups
+
+    gen = torch.Generator().manual_seed(3)
+    norm = (GroupedBatchNorm1d if len(shape) == 2 else GroupedBatchNorm2d)(shape[1]).train()
+    with torch.no_grad():
+        norm.weight.copy_(torch.rand(shape[1], generator=gen) + 0.5)
+        norm.bias.copy_(torch.randn(shape[1], generator=gen))
+        norm.running_mean.copy_(torch.randn(shape[1], generator=gen))
+        norm.running_var.copy_(torch.rand(shape[1], generator=gen) + 0.5)
+    ref = copy.deepcopy(norm)
+    for call in range(2):
+        x = torch.randn(*shape, generator=gen) * (call + 1) + call
+        upstream = torch.randn(*shape, generator=gen)
+        xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        with batch_groups(norm, 5):
+            ya = norm(xa)
+        yb = _grouped_bn_by_repeat(ref, xb, 5)
+        (ya * upstream).sum().backward()
+        (yb * upstream).sum().backward()
+        assert torch.equal(ya, yb) and torch.equal(xa.grad, xb.grad)
+    for a, b in ((norm.weight.grad, ref.weight.grad), (norm.bias.grad, ref.bias.grad),
+                 (norm.running_mean, ref.running_mean), (norm.running_var, ref.running_var)):
+        assert torch.equal(a, b)
+    assert int(norm.num_batches_tracked) == int(ref.num_batches_tracked) == 10
+    assert not torch.equal(norm.running_mean, torch.zeros_like(norm.running_mean))
