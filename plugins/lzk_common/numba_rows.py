@@ -54,6 +54,11 @@ def storage(t: torch.Tensor) -> np.ndarray:
     return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
+def per_row(t: torch.Tensor) -> np.ndarray:
+    """A per-row coefficient [R] as the float32 numpy array the kernels read."""
+    return t.detach().float().contiguous().numpy()
+
+
 @numba.njit(cache=True, nogil=True)
 def cosine_sums(x: np.ndarray, y: np.ndarray, out: np.ndarray, lo: int, hi: int) -> None:  # pragma: no cover
     """out[0] = ⟨x_i, y_i⟩, out[1] = ‖x_i‖², out[2] = ‖y_i‖² for rows lo ≤ i < hi: x, y [B, P],
@@ -93,8 +98,7 @@ def row_cosine_sums(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, tor
 def row_scaled_sum(a: torch.Tensor, b: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     """alpha · a + beta · b per row, in a's dtype: a, b [B, P] (:func:`supported`), alpha, beta [B]."""
     out = torch.empty_like(a)
-    scaled_sum(storage(a), storage(b), alpha.detach().float().contiguous().numpy(),
-               beta.detach().float().contiguous().numpy(), storage(out), 0, a.shape[0])
+    scaled_sum(storage(a), storage(b), per_row(alpha), per_row(beta), storage(out), 0, a.shape[0])
     return out
 
 
@@ -175,7 +179,6 @@ def row_soft_cross_entropy_grad(logits: torch.Tensor, target: torch.Tensor, lse:
     """alpha · softmax(logits) − beta · target per row, in the logits' dtype: [R, N]
     (:func:`ce_supported`); lse from :func:`row_soft_cross_entropy`, alpha, beta [R]."""
     out = torch.empty_like(logits)
-    soft_ce_grad(storage(logits), storage(target), lse.detach().float().contiguous().numpy(),
-                 alpha.detach().float().contiguous().numpy(), beta.detach().float().contiguous().numpy(),
-                 storage(out), 0, logits.shape[0])
+    soft_ce_grad(storage(logits), storage(target), per_row(lse), per_row(alpha), per_row(beta), storage(out), 0,
+                 logits.shape[0])
     return out
