@@ -8,7 +8,7 @@ relies on that layout.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -26,13 +26,25 @@ class _GroupedBatchNorm:
     through one large matmul per layer instead of K small ones (better GEMM efficiency on CPU)
     without changing what BatchNorm computes. ``groups = 1`` (the default) or eval mode is plain
     BatchNorm.
+
+    Inside :func:`step_ordered_statistics` a grouped call does not fold its G updates at once: it
+    records them with the groups' step keys (``group_keys``, from :func:`batch_groups`), and the
+    block's exit folds every recorded update of the layer in key order. That lets two grouped
+    calls over different rows (the unrolled latents, then the SSL targets) update the running
+    statistics in the interleaved order of a step-by-step loop.
     """
 
     groups: int = 1
+    group_keys: tuple | None = None  # sort keys of the G groups (deferred folds only)
+    # Deferred updates [(keys, m·μ_g [G, C], m·σ²_g [G, C])], or None: fold at once.
+    pending: list[tuple[tuple, torch.Tensor, torch.Tensor]] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g = self.groups
         if g == 1 or not self.training:
+            if self.pending and self.training:
+                raise RuntimeError("grouped BatchNorm: an ungrouped train-mode call between deferred "
+                                   "updates would fold out of order")
             return super().forward(x)  # type: ignore[misc]
         if x.shape[0] % g:
             raise ValueError(f"grouped BatchNorm: {x.shape[0]} rows do not split into {g} equal batches")
@@ -59,11 +71,37 @@ class _GroupedBatchNorm:
             powers = _decay_powers(decay, g, r_mean.dtype, r_mean.device)  # [G]
             # Through ``.data``, as BatchNorm's own kernel does: an earlier ungrouped call may
             # have saved these tensors for its backward, which checks their version counters.
-            for r, slots in ((r_mean.data, slot_mean), (r_var.data, slot_var)):
-                increments = slots.view(g, c) - decay * r  # [G, C] = m·μ_g
-                r.mul_(decay ** g).add_(powers @ increments)
+            if self.pending is not None:
+                keys = self.group_keys if self.group_keys is not None else tuple(range(g))
+                if len(keys) != g:
+                    raise ValueError(f"grouped BatchNorm: {len(keys)} group keys for {g} groups")
+                self.pending.append((keys, slot_mean.view(g, c) - decay * r_mean.data,
+                                     slot_var.view(g, c) - decay * r_var.data))
+            else:
+                for r, slots in ((r_mean.data, slot_mean), (r_var.data, slot_var)):
+                    increments = slots.view(g, c) - decay * r  # [G, C] = m·μ_g
+                    r.mul_(decay ** g).add_(powers @ increments)
             self.num_batches_tracked.data.add_(g)  # type: ignore[attr-defined]
         return _unview(y, x)
+
+    def fold_pending(self) -> None:
+        """Apply the deferred updates in the order of their keys (stable: equal keys keep call
+        order), in closed form as one grouped call does: r_N = (1 − m)^N·r_0 + Σ_i (1 − m)^(N−1−i)·inc_i.
+        Every deferred call read the same r_0, since nothing folded in between."""
+        pending, self.pending = self.pending, None
+        if not pending:
+            return
+        keys = [k for entry in pending for k in entry[0]]
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        n, decay = len(keys), 1.0 - float(self.momentum)  # type: ignore[attr-defined]
+        r_mean, r_var = self.running_mean, self.running_var  # type: ignore[attr-defined]
+        powers = _decay_powers(decay, n, r_mean.dtype, r_mean.device)  # [N]
+        with torch.no_grad():
+            for r, column in ((r_mean.data, 1), (r_var.data, 2)):
+                increments = torch.cat([entry[column] for entry in pending])  # [N, C], call order
+                if order != list(range(n)):
+                    increments = increments[order]
+                r.mul_(decay ** n).add_(powers @ increments)
 
 
 def _tiled(t: torch.Tensor | None, g: int) -> torch.Tensor | None:
@@ -105,17 +143,42 @@ class GroupedBatchNorm2d(_GroupedBatchNorm, nn.BatchNorm2d):
 
 
 @contextlib.contextmanager
-def batch_groups(model: nn.Module, groups: int) -> Iterator[None]:
+def batch_groups(model: nn.Module, groups: int, keys: Sequence[Any] | None = None) -> Iterator[None]:
     """Within the block, every grouped BatchNorm of ``model`` treats its input as ``groups``
-    sample-major interleaved batches (see :class:`_GroupedBatchNorm`)."""
+    sample-major interleaved batches (see :class:`_GroupedBatchNorm`); ``keys`` (one sortable key
+    per group) place the groups' running-statistics updates inside :func:`step_ordered_statistics`."""
+    if keys is not None and len(keys) != groups:
+        raise ValueError(f"batch_groups: {len(keys)} keys for {groups} groups")
     norms = [m for m in model.modules() if isinstance(m, _GroupedBatchNorm)]
     for m in norms:
-        m.groups = groups
+        m.groups, m.group_keys = groups, None if keys is None else tuple(keys)
     try:
         yield
     finally:
         for m in norms:
-            m.groups = 1
+            m.groups, m.group_keys = 1, None
+
+
+@contextlib.contextmanager
+def step_ordered_statistics(model: nn.Module) -> Iterator[None]:
+    """Within the block, the grouped BatchNorms of ``model`` record their running-statistics
+    updates; on exit each layer folds its records in the order of the groups' keys (see
+    :func:`batch_groups`). E.g. the unrolled latents s_0 … s_K with keys (k, 0) and the SSL
+    targets o_1 … o_K with keys (k, 1), batched in two calls, update the prediction network's
+    statistics in the order s_0, s_1, o_1, s_2, o_2, … of a loop that handles one step at a time.
+    On an exception the records are dropped."""
+    norms = [m for m in model.modules() if isinstance(m, _GroupedBatchNorm)]
+    for m in norms:
+        m.pending = []
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        for m in norms:
+            if ok:
+                m.fold_pending()
+            m.pending = None
 
 
 def norm1d(kind: str, n: int) -> nn.Module:

@@ -28,8 +28,9 @@ statistics; the cross-entropies of all steps are then one call per term. The val
 gradients are those of step-by-step calls (LightZero's order); a few large matmuls and a few
 dozen ops replace K small ones and several hundred (on two CPU cores the SSL batching made
 learner steps ≈ 15% faster). Each BatchNorm's running statistics receive the same updates in the
-same order as step-by-step evaluation (the prediction network's: the K + 1 unrolled latents,
-then the K target latents), in closed form.
+same order as LightZero's step-by-step loop, in closed form
+(:func:`lzk_common.blocks.step_ordered_statistics`): the prediction network s_0, s_1, o_1, s_2,
+o_2, … (unrolled latents and SSL targets alternating), the projection s_1, o_1, s_2, o_2, ….
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ import torch
 
 from lzk_common.losses import LossWeights, TensorBatch, entropy, negative_cosine, soft_cross_entropy
 from lzk_common.support import DiscreteSupport
-from lzk_common.blocks import LatentNet, batch_groups
+from lzk_common.blocks import LatentNet, batch_groups, step_ordered_statistics
 
 
 #: ``recurrent(latent [B, *L], k) -> (next_latent [B, *L], reward_logits [B, Nr])``: the dynamics
@@ -81,9 +82,12 @@ def ssl_consistency(
     step k is normalised with the statistics of its own B rows, as a per-step call would be.
     """
     b, k = latents.shape[:2]
-    with amp(), batch_groups(model, k):
-        online = model.project(latents.flatten(0, 1), with_grad=True)  # [B·K, P]
-        with torch.no_grad():
+    # Step keys (k + 1, 0) online, (k + 1, 1) target: inside step_ordered_statistics the running
+    # statistics see online and target rows alternately, step by step (LightZero's loop order).
+    with amp():
+        with batch_groups(model, k, keys=[(j + 1, 0) for j in range(k)]):
+            online = model.project(latents.flatten(0, 1), with_grad=True)  # [B·K, P]
+        with torch.no_grad(), batch_groups(model, k, keys=[(j + 1, 1) for j in range(k)]):
             target_latent = model.initial_inference(next_obs.flatten(0, 1))[0]
             target = model.project(target_latent, with_grad=False)  # [B·K, P]
     return negative_cosine(online, target).view(b, k)
@@ -118,28 +122,30 @@ def unrolled_loss(
     value_targets = value_support.encode(batch.target_value)  # [B, K+1, Nv]
     reward_targets = reward_support.encode(reward_target)  # [B, K, Nr]
 
-    with amp():
-        latent = model.represent(batch.obs[:, 0])
-        latents, r_logits = [latent], []
-        for k in range(k_steps):
-            latent, r = recurrent(latent, k)
-            latents.append(latent)
-            r_logits.append(r)
-        unrolled = torch.stack(latents, dim=1)  # [B, K+1, *L], sample-major when flattened
-        with batch_groups(model, k_steps + 1):
-            v_logits, p_logits = model.predict(unrolled.flatten(0, 1))  # [B·(K+1), Nv], [B·(K+1), A]
-    v_logits, p_logits = v_logits.view(b, k_steps + 1, -1), p_logits.view(b, k_steps + 1, -1)
-    root_value = value_support.decode(v_logits[:, 0].detach())
-    value_loss = soft_cross_entropy(v_logits, value_targets).sum(1)
-    policy_loss = soft_cross_entropy(p_logits, batch.target_policy).sum(1)
-    ent = entropy(p_logits).sum(1)
-    reward_loss = torch.zeros_like(value_loss)
-    ssl_loss = torch.zeros_like(value_loss)
-    if k_steps > 0:
-        reward_loss = soft_cross_entropy(torch.stack(r_logits, dim=1), reward_targets).sum(1)
-    if use_ssl and k_steps > 0:
-        per_step = ssl_consistency(model, unrolled[:, 1:], batch.obs[:, 1:], amp)  # [B, K]
-        ssl_loss = (per_step * batch.mask[:, :k_steps]).sum(1)
+    # Grouped BatchNorms fold their running statistics on leaving this block, in step order.
+    with step_ordered_statistics(model):
+        with amp():
+            latent = model.represent(batch.obs[:, 0])
+            latents, r_logits = [latent], []
+            for k in range(k_steps):
+                latent, r = recurrent(latent, k)
+                latents.append(latent)
+                r_logits.append(r)
+            unrolled = torch.stack(latents, dim=1)  # [B, K+1, *L], sample-major when flattened
+            with batch_groups(model, k_steps + 1, keys=[(j, 0) for j in range(k_steps + 1)]):
+                v_logits, p_logits = model.predict(unrolled.flatten(0, 1))  # [B·(K+1), Nv], [B·(K+1), A]
+        v_logits, p_logits = v_logits.view(b, k_steps + 1, -1), p_logits.view(b, k_steps + 1, -1)
+        root_value = value_support.decode(v_logits[:, 0].detach())
+        value_loss = soft_cross_entropy(v_logits, value_targets).sum(1)
+        policy_loss = soft_cross_entropy(p_logits, batch.target_policy).sum(1)
+        ent = entropy(p_logits).sum(1)
+        reward_loss = torch.zeros_like(value_loss)
+        ssl_loss = torch.zeros_like(value_loss)
+        if k_steps > 0:
+            reward_loss = soft_cross_entropy(torch.stack(r_logits, dim=1), reward_targets).sum(1)
+        if use_ssl and k_steps > 0:
+            per_step = ssl_consistency(model, unrolled[:, 1:], batch.obs[:, 1:], amp)  # [B, K]
+            ssl_loss = (per_step * batch.mask[:, :k_steps]).sum(1)
 
     per_sample = (
         weights.ssl * ssl_loss

@@ -168,10 +168,9 @@ def _ungrouped_ssl(model: torch.nn.Module, tb: TensorBatch) -> torch.Tensor:
 
 def _per_step_loss_reference(model: torch.nn.Module, tb: TensorBatch, support: DiscreteSupport,
                              w: LatentLossWeights) -> torch.Tensor:
-    """The whole loss step by step: initial inference, then K recurrent inferences (prediction at
-    every step, one call each), then the K online projections and the K SSL targets. (LightZero
-    alternates online and target projections step by step; the batched SSL of the learner
-    documents that its BatchNorm statistics see all online rows first.)"""
+    """The whole loss step by step, in LightZero's loop order: initial inference, then for each
+    step k a recurrent inference (prediction included), the initial inference of the SSL target
+    o_{k+1}, and the online and target projections; one call each."""
     from lzk_common.losses import entropy, soft_cross_entropy
 
     b, k = tb.actions.shape
@@ -180,18 +179,19 @@ def _per_step_loss_reference(model: torch.nn.Module, tb: TensorBatch, support: D
     policy = soft_cross_entropy(p, tb.target_policy[:, 0])
     ent = entropy(p)
     reward = torch.zeros(b)
-    latents = []
+    ssl = torch.zeros(b)
     for j in range(k):
         latent, r, v, p = model.recurrent_inference(latent, tb.actions[:, j])
-        latents.append(latent)
         value = value + soft_cross_entropy(v, support.encode(tb.target_value[:, j + 1]))
         policy = policy + soft_cross_entropy(p, tb.target_policy[:, j + 1])
         reward = reward + soft_cross_entropy(r, support.encode(tb.target_reward[:, j]))
         ent = ent + entropy(p)
-    online = [model.project(latent, with_grad=True) for latent in latents]
-    with torch.no_grad():
-        targets = [model.project(model.initial_inference(tb.obs[:, j + 1])[0], with_grad=False) for j in range(k)]
-    ssl = sum(negative_cosine(o, t) * tb.mask[:, j] for j, (o, t) in enumerate(zip(online, targets)))
+        with torch.no_grad():
+            target_latent = model.initial_inference(tb.obs[:, j + 1])[0]
+        online = model.project(latent, with_grad=True)
+        with torch.no_grad():
+            target = model.project(target_latent, with_grad=False)
+        ssl = ssl + negative_cosine(online, target) * tb.mask[:, j]
     per_sample = w.ssl * ssl + w.policy * policy + w.value * value + w.reward * reward - w.entropy * ent
     return (tb.weights * per_sample).mean()
 
@@ -200,9 +200,9 @@ def _per_step_loss_reference(model: torch.nn.Module, tb: TensorBatch, support: D
 def test_batched_prediction_equals_per_step_calls_in_train_mode(model_type: str) -> None:
     """The unroll predicts all K + 1 latents in one grouped batch after the recurrence; in train
     mode that is right only if each step keeps its own BatchNorm statistics: the loss, every
-    gradient and every BatchNorm's running statistics (the prediction network's included, which
-    see the K + 1 unrolled latents, then the K SSL targets, in that order) match step-by-step
-    calls."""
+    gradient and every BatchNorm's running statistics (the prediction network's and the
+    projection's included, which see unrolled latents and SSL targets alternately, step by step)
+    match LightZero's step-by-step loop."""
     obs_shape = (4,) if model_type == "mlp" else (2, 6, 6)
     cfg = small_model_cfg(type=model_type, latent_dim=4) if model_type == "conv" else small_model_cfg()
     model = build_model(cfg, obs_shape, 2)
@@ -343,3 +343,54 @@ def test_grouped_batchnorm_bookkeeping_is_bit_for_bit(shape: tuple[int, ...]) ->
         assert torch.equal(a, b)
     assert int(norm.num_batches_tracked) == int(ref.num_batches_tracked) == 10
     assert not torch.equal(norm.running_mean, torch.zeros_like(norm.running_mean))
+
+
+@pytest.mark.parametrize("shape", [(24, 6), (12, 3, 2, 2)])
+def test_step_ordered_statistics_fold_in_key_order(shape: tuple[int, ...]) -> None:
+    """Two grouped calls inside ``step_ordered_statistics`` (rows a_0, a_1, a_2 with keys (k, 0),
+    then b_1, b_2 with keys (k, 1)) leave the running statistics of five plain BatchNorm calls in
+    the order a_0, a_1, b_1, a_2, b_2, the outputs unchanged; folding call by call (no block)
+    gives another answer, and an ungrouped train-mode call between deferred ones is refused."""
+    from lzk_common.blocks import GroupedBatchNorm1d, GroupedBatchNorm2d, batch_groups, step_ordered_statistics
+
+    cls = GroupedBatchNorm1d if len(shape) == 2 else GroupedBatchNorm2d
+    gen = torch.Generator().manual_seed(5)
+    norm = cls(shape[1]).train()
+    with torch.no_grad():
+        norm.running_mean.copy_(torch.randn(shape[1], generator=gen))
+        norm.running_var.copy_(torch.rand(shape[1], generator=gen) + 0.5)
+    plain, eager = copy.deepcopy(norm), copy.deepcopy(norm)
+    # Each batch its own statistics, so that the order of the updates matters.
+    a = [torch.randn(*shape, generator=gen) * (1 + k) + 2 * k for k in range(3)]
+    b = [torch.randn(*shape, generator=gen) * 0.5 - 3 * k for k in range(1, 3)]
+
+    def interleave(batches: list[torch.Tensor]) -> torch.Tensor:  # sample-major rows, as batch_groups reads them
+        return torch.stack(batches, 1).flatten(0, 1)
+
+    with step_ordered_statistics(norm):
+        with batch_groups(norm, 3, keys=[(k, 0) for k in range(3)]):
+            ya = norm(interleave(a))
+        with batch_groups(norm, 2, keys=[(k, 1) for k in range(1, 3)]):
+            yb = norm(interleave(b))
+        assert norm.pending is not None and len(norm.pending) == 2
+    assert norm.pending is None
+    for x in (a[0], a[1], b[0], a[2], b[1]):
+        plain(x)
+    torch.testing.assert_close(norm.running_mean, plain.running_mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(norm.running_var, plain.running_var, rtol=1e-6, atol=1e-6)
+    assert int(norm.num_batches_tracked) == int(plain.num_batches_tracked) == 5
+    torch.testing.assert_close(ya.view(-1, 3, *shape[1:])[:, 1], plain.train()(a[1]), rtol=1e-5, atol=1e-5)
+    with batch_groups(eager, 3):  # call by call: a_0, a_1, a_2, then b_1, b_2
+        eager(interleave(a))
+    with batch_groups(eager, 2):
+        eager(interleave(b))
+    assert not torch.allclose(eager.running_mean, plain.running_mean, rtol=1e-3)
+    assert yb.shape == interleave(b).shape
+
+    with step_ordered_statistics(norm), pytest.raises(RuntimeError, match="out of order"):
+        with batch_groups(norm, 2, keys=[(0, 0), (1, 0)]):
+            norm(interleave(b))
+        norm(a[0])
+    with pytest.raises(ValueError, match="2 keys for 3 groups"):
+        with batch_groups(norm, 3, keys=[(0, 0), (1, 0)]):
+            pass
