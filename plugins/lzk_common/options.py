@@ -207,7 +207,8 @@ class LatentPolicyOptions(SearchPolicyOptions):
                                        "cross-entropy.", min=0.0)
     policy_loss_weight: float = option(1.0, doc="Weight of the policy cross-entropy.", min=0.0)
     ssl_loss_weight: float = option(2.0, doc="Weight of the SSL consistency loss (0 disables it).", min=0.0)
-    entropy_loss_weight: float = option(5e-3, doc="Weight of −H(π) (entropy bonus).", min=0.0)
+    entropy_loss_weight: float = option(0.0, doc="Weight of −H(π) (entropy bonus); 0 as LightZero 0.2.0's "
+                                        "MuZero (policy_entropy_weight=0).", min=0.0)
     target_update_freq: int = option(100, doc="Assign the target network every N learner steps.", min=1)
     learn_dtype: str = option("auto", doc="Matmul precision of the learner's forward pass: 'float32', "
                               "'bfloat16' (CPU/CUDA autocast; losses stay float32) or 'auto': bfloat16 where "

@@ -169,4 +169,4 @@ def test_bfloat16_learning_step_is_close_to_float32() -> None:
 
 def test_loss_weights_default_to_lightzero_cartpole() -> None:
     learner = _learner()
-    assert learner.weights == LatentLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=5e-3)
+    assert learner.weights == LatentLossWeights(value=0.25, reward=1.0, policy=1.0, ssl=2.0, entropy=0.0)
