@@ -53,8 +53,9 @@ def cartpole_roots(n: int, seed: int = 0) -> np.ndarray:
 
 def our_policy(run_dir: Path | None, checkpoint: str, perturb: float) -> Any:
     """Our MuZero policy with LightZero's CartPole network: a checkpoint's (which must have been
-    trained with SimNorm) or a perturbed initialisation. Its eval-mode simulations are
-    ``policy.cfg.eval_num_simulations`` (read at every search)."""
+    trained with SimNorm) or a perturbed initialisation, whose learner runs in float32 as
+    LightZero's. Its eval-mode simulations are ``policy.cfg.eval_num_simulations`` (read at every
+    search)."""
     import torch
 
     if run_dir is not None:
@@ -72,6 +73,7 @@ def our_policy(run_dir: Path | None, checkpoint: str, perturb: float) -> Any:
     torch.manual_seed(0)
     cfg = MuZeroPolicyConfig(search_threads=1)
     cfg.model.latent_norm = "SimNorm"
+    cfg.learn_dtype = "float32"
     policy = MuZeroPolicy(cfg, (4,), 2, seed=0)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
