@@ -24,6 +24,10 @@ from lzk_replay.storage import SegmentStore
 from lzk_replay.targets import BootstrapFn, build_batch, observation_bootstrap
 from lzkernel import Batch, ObservationValues, Trajectory
 
+#: ``buffer.reuse_chain`` values: one backward reuse chain per segment, or LightZero's chunks.
+REUSE_CHAINS = ("segment", "lightzero")
+LIGHTZERO_REANALYZE_CHUNKS = 2000  # LightZero's ReZero reanalyses the buffer as 2000 chunks (SPEC §3.1)
+
 _STATE_VERSION = 2  # 2: frames pooled (frame_pool + frame_ids); 1 (frames per slot) still loads
 
 
@@ -43,7 +47,7 @@ class GameBuffer:
                  discount: float, frame_stack: int, obs_shape: Sequence[int], num_actions: int,
                  use_priority: bool = False, priority_alpha: float = 0.6, priority_beta: float = 0.4,
                  use_max_priority_for_new_data: bool = True, reanalyze_max_roots: int = 0,
-                 reanalyze_batch_size: int = 0, value_prefix_horizon: int = 0,
+                 reanalyze_batch_size: int = 0, reuse_chain: str = "segment", value_prefix_horizon: int = 0,
                  frame_scale: float | None = None) -> None:
         if capacity < segment_length:
             raise ValueError(f"capacity ({capacity}) must hold one segment ({segment_length})")
@@ -54,6 +58,9 @@ class GameBuffer:
         self.use_priority, self.alpha, self.beta = bool(use_priority), float(priority_alpha), float(priority_beta)
         self.use_max_priority_for_new_data = bool(use_max_priority_for_new_data)
         self.reanalyze_max_roots, self.reanalyze_batch_size = int(reanalyze_max_roots), int(reanalyze_batch_size)
+        if reuse_chain not in REUSE_CHAINS:
+            raise ValueError(f"reuse_chain must be one of {REUSE_CHAINS}, got {reuse_chain!r}")
+        self.reuse_chain = reuse_chain
         self.value_prefix_horizon = int(value_prefix_horizon)  # > 0: batches carry value prefixes
         self.store = SegmentStore(self.L, self.K + self.n, self.S, tuple(obs_shape), num_actions, frame_scale,
                                   extra=self._extra_arrays)
@@ -216,7 +223,16 @@ class GameBuffer:
                 return source.reanalyze_fn(obs, legal, to_play, np.full_like(true_action, -1), None)
         ids, self._reanalyze_cursor = select_round_robin(self.store, self._reanalyze_cursor,
                                                          self.reanalyze_max_roots)
-        return reanalyze_segments(self.store, ids, fn, self.reanalyze_batch_size)
+        return reanalyze_segments(self.store, ids, fn, self.reanalyze_batch_size, self.reuse_chain_length())
+
+    def reuse_chain_length(self) -> int:
+        """Positions per reuse chain for the next reanalysis (0: a whole segment). ``lightzero``:
+        max(1, N // 2000) for N stored transitions, the chunk LightZero's ReZero reanalyses as one
+        backward walk (it splits the buffer into 2000 chunks; below 4000 transitions a chunk is one
+        position, so nothing is reused)."""
+        if self.reuse_chain == "lightzero":
+            return max(1, self.num_transitions // LIGHTZERO_REANALYZE_CHUNKS)
+        return 0
 
     # ------------------------------------------------------------------------------ checkpoint
     def _geometry(self) -> dict[str, Any]:

@@ -41,6 +41,10 @@ class GameBufferConfig(_SegmentBufferConfig):
         0, doc="ReZero buffer reanalysis: roots per call at most, whole segments round-robin (0: the whole buffer).", min=0)
     reanalyze_batch_size: int = option(
         4096, doc="ReZero buffer reanalysis: roots per reanalyze_fn call at most (0: one call per backward group).", min=0)
+    reuse_chain: str = option(
+        "segment", doc="ReZero value reuse: 'segment' walks each segment backwards as one reuse chain; 'lightzero' "
+                       "restarts the chain every max(1, N // 2000) positions (N stored transitions), as LightZero's "
+                       "reanalysis chunks do (no reuse below 4000 transitions).", choices=("segment", "lightzero"))
 
 
 @dataclass
@@ -84,6 +88,7 @@ def make_game_buffer(cfg: GameBufferConfig, run: Any, *, env_spec: EnvSpec, targ
 
     return GameBuffer(**cfg.buffer_kwargs(), **_geometry(env_spec, target_spec),
                       reanalyze_max_roots=cfg.reanalyze_max_roots, reanalyze_batch_size=cfg.reanalyze_batch_size,
+                      reuse_chain=cfg.reuse_chain,
                       value_prefix_horizon=target_spec.value_prefix_horizon)
 
 

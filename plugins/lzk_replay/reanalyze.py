@@ -5,8 +5,11 @@ selected segment with ``valid_len > g``, so group 0 is every segment's last own 
 walk runs backwards in time. A group is searched together (split into calls of at most
 ``batch_size`` roots). Roots of group g >= 1 reuse the searched root value of c + 1 (group g - 1,
 same segment) with the true action a_c; group 0 has no searched successor (true action -1 and
-``reuse_value=None``). Only a segment's own positions are searched, each exactly once; the
-padding copies are refreshed from the successors afterwards.
+``reuse_value=None``). With ``chain`` = C >= 1 the reuse chain restarts every C positions of a
+segment: position c reuses c + 1 only when c + 1 is not a multiple of C (LightZero's reanalysis
+searches chunks of C = N // 2000 consecutive positions, reuse inside a chunk only; SPEC §3.1).
+Only a segment's own positions are searched, each exactly once; the padding copies are
+refreshed from the successors afterwards.
 
 Write-back: visit distributions and root values (ReZero-MZ writes both).
 """
@@ -62,9 +65,10 @@ def call_in_chunks(fn: Callable[..., tuple[np.ndarray, np.ndarray]], make_args: 
 
 
 def reanalyze_segments(store: SegmentStore, ids: np.ndarray, reanalyze_fn: ReanalyzeFn,
-                       batch_size: int = 0) -> dict[str, float]:
-    """Search every own position of the live segments ``ids`` backwards and write back; returns
-    stats ``{"roots", "groups", "calls", "segments", "refreshed", "seconds"}``."""
+                       batch_size: int = 0, chain: int = 0) -> dict[str, float]:
+    """Search every own position of the live segments ``ids`` backwards and write back (reuse
+    chains of ``chain`` positions at most; 0: the whole segment); returns stats ``{"roots",
+    "groups", "calls", "segments", "refreshed", "seconds"}``."""
     start = time.perf_counter()
     slots = store.slot_of(ids)
     vlen = store.valid_len[slots]
@@ -76,6 +80,8 @@ def reanalyze_segments(store: SegmentStore, ids: np.ndarray, reanalyze_fn: Reana
         s, c = slots[rows], vlen[rows] - 1 - g
         obs, legal, to_play = store.stacked_obs(s, c), store.legal[s, c], store.to_play[s, c]
         true_action = store.actions[s, c] if g > 0 else np.full(rows.shape[0], -1, np.int64)
+        if g > 0 and chain > 0:  # c + 1 starts the next chain: search c afresh
+            true_action = np.where((c + 1) % chain == 0, -1, true_action)
         reuse = succ_value[rows] if g > 0 else None
         visits, values, n_calls = call_in_chunks(
             reanalyze_fn,

@@ -38,7 +38,8 @@ RUNS: dict[str, list[str]] = {
     "cartpole_rezero": ["policy.model.latent_dim=32", "policy.model.proj_hidden=64", "policy.model.proj_out=64",
                         "policy.model.pred_hidden=32", "policy.model.pred_out=64", "policy.batch_size=32",
                         "policy.target_update_freq=10", "trainer.reanalyze_min_transitions=100",
-                        "collector.envs=2", "collector.n_episode=2", "update_schedule.updates_per_collect=10"],
+                        "collector.envs=2", "collector.n_episode=2", "update_schedule.updates_per_collect=10",
+                        "buffer.reuse_chain=segment"],  # reuse must happen in 500 env steps (lightzero: none below 4000)
     "cartpole_rezero_fast": ["policy.batch_size=32", "trainer.reanalyze_min_transitions=100",
                              "policy.target_update_freq=10", "collector.envs=2", "collector.n_episode=2",
                              "update_schedule.updates_per_collect=10"],

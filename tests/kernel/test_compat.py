@@ -21,7 +21,7 @@ def _cli(command: str, config: str, *overrides: str, tmp: Path | None = None) ->
 @pytest.mark.parametrize(("config", "overrides", "needles"), [
     ("cartpole_unizero.yaml", ["buffer.name=game"],
      ["buffer 'game' needs a policy that provides ObservationValues", "policy 'unizero' provides SequenceValues"]),
-    ("cartpole_rezero.yaml", ["buffer.name=unizero"],
+    ("cartpole_rezero.yaml", ["buffer.name=unizero", "~buffer.reuse_chain"],
      ["buffer 'unizero' needs a policy that provides SequenceValues", "policy 'muzero' provides ObservationValues"]),
     ("cartpole_rezero.yaml", ["policy.name=unizero", "~policy.model", "~policy.optimizer", "~policy.lr",
                               "~policy.ssl_loss_weight", "~policy.target_update_freq", "~policy.collect_with_pure_policy",

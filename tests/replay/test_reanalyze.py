@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from replay_helpers import NO_RNG, A, make_buffer, obs_value, source, traj
 
 from lzk_replay import GameBuffer
+from lzk_replay import buffer as buffer_module
+from lzk_replay.reanalyze import reanalyze_segments, select_round_robin
 
 
 class FakeSearch:
@@ -131,3 +134,46 @@ def test_reuse_can_be_switched_off() -> None:
     seen.clear()
     buf.reanalyze(source(fn), NO_RNG, reuse=True)
     assert any((ta >= 0).any() and rv is not None for ta, rv in seen)  # reuse on: true actions and values
+
+
+def test_reuse_chains_restart_every_chunk() -> None:
+    """chain = C: position c (in its segment) reuses c + 1 unless c + 1 is a multiple of C, so the
+    backward walk is cut into LightZero's chunks of C positions; every transition is still searched
+    once, and where reuse happens it is the successor's freshly searched value."""
+    buf = make_buffer(capacity=200, segment_length=10)
+    episodes = [traj(T, ep=ep, env_id=ep) for ep, T in enumerate([37, 25, 8])]
+    buf.push(episodes)
+    ids, _ = select_round_robin(buf.store, 0, 0)
+    fake = FakeSearch()
+    reanalyze_segments(buf.store, ids, fake, chain=3)
+    searched = [(int(e), int(s)) for c in fake.calls for e, s in zip(c["ep"], c["step"])]
+    assert sorted(searched) == stored_transitions(buf)
+    last: dict[tuple[int, int], int] = {}  # each segment's last own step (segments start at steps 0, 10, ...)
+    for e, s in searched:
+        last[(e, s // 10)] = max(s, last.get((e, s // 10), s))
+    reused = fresh = 0
+    for c in fake.calls:
+        for i, (e, s, a) in enumerate(zip(c["ep"], c["step"], c["true_action"])):
+            p = s % 10
+            if s == last[(e, s // 10)] or (p + 1) % 3 == 0:
+                assert a == -1, (e, s)
+                fresh += 1
+            else:
+                assert a == episodes[e].actions[s] and c["reuse"][i] == fake.value[(e, s + 1)], (e, s)
+                reused += 1
+    assert reused > 0 and fresh > len(ids)  # chains were cut inside segments, not only at their ends
+
+
+def test_lightzero_reuse_chain_follows_the_buffer_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """buffer.reuse_chain='lightzero': C = max(1, N // 2000); below 4000 transitions nothing is reused."""
+    buf = make_buffer(capacity=200, reuse_chain="lightzero")
+    buf.push([traj(60, ep=0)])
+    assert make_buffer().reuse_chain_length() == 0  # 'segment': one chain per segment
+    assert buf.reuse_chain_length() == 1
+    fake = FakeSearch()
+    buf.reanalyze(source(fake), NO_RNG)
+    assert all((c["true_action"] == -1).all() for c in fake.calls)
+    monkeypatch.setattr(buffer_module, "LIGHTZERO_REANALYZE_CHUNKS", 20)  # 60 transitions -> chunks of 3
+    assert buf.reuse_chain_length() == 3
+    with pytest.raises(ValueError, match="reuse_chain"):
+        make_buffer(reuse_chain="whole")
