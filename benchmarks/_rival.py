@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,20 @@ def run_lightzero(algo: str, seed: int, threshold: float, episodes: int, timeout
         rc = subprocess.run(["bash", "-c", cmd], env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     return {"seed": seed, "returncode": rc, "process_seconds": round(time.monotonic() - t0, 1),
             **parse_evals(out_dir / f"{algo}_evals.jsonl")}
+
+
+def run_lightzero_driver(rival_dir: Path, driver: str, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Run ``benchmarks/DRIVER`` in the rival kit's venv on ``arrays`` (saved as ``in.npz``);
+    return the arrays it writes to ``out.npz``. Exits with its output tail if it fails."""
+    import numpy as np  # benchmarks that only race do not need it here
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        np.savez(src, **arrays)
+        script = Path(__file__).with_name(driver)
+        cmd = f'. "{rival_dir / "setup.sh"}" && exec "$LZ_PY" "{script}" "{src}" "{dst}"'
+        proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
+            raise SystemExit(f"LightZero's side ({driver}) failed (exit {proc.returncode})")
+        return dict(np.load(dst))

@@ -24,9 +24,6 @@ neither changes an output, but LightZero's running means include them.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from _results import write_results
-from _rival import default_rival_dir
+from _rival import default_rival_dir, run_lightzero_driver
 from lightzero_search_parity import cartpole_roots, our_policy
 
 K = 5
@@ -59,16 +56,7 @@ def learner_batch(b: int, seed: int = 0) -> SimpleNamespace:
 
 def lightzero_side(rival: Path, batch: SimpleNamespace, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One run of ``_lightzero_learn.py`` in the rival kit's venv on this batch and these weights."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
-        np.savez(src, **vars(batch), **weights)
-        driver = Path(__file__).with_name("_lightzero_learn.py")
-        cmd = f'. "{rival / "setup.sh"}" && exec "$LZ_PY" "{driver}" "{src}" "{dst}"'
-        proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
-            raise SystemExit(f"LightZero's side failed (exit {proc.returncode})")
-        return dict(np.load(dst))
+    return run_lightzero_driver(rival, "_lightzero_learn.py", {**vars(batch), **weights})
 
 
 def relative(a: np.ndarray, b: np.ndarray) -> float:

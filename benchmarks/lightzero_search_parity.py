@@ -23,9 +23,6 @@ that our search matches exactly in the tests.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -33,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from _results import write_results
-from _rival import default_rival_dir
+from _rival import default_rival_dir, run_lightzero_driver
 
 
 def cartpole_roots(n: int, seed: int = 0) -> np.ndarray:
@@ -105,16 +102,7 @@ def compare(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray], sims: li
 
 def lightzero_side(rival: Path, obs: np.ndarray, sims: list[int], weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One run of ``_lightzero_search.py`` in the rival kit's venv on these roots and weights."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
-        np.savez(src, obs=obs, sims=np.asarray(sims), **weights)
-        driver = Path(__file__).with_name("_lightzero_search.py")
-        cmd = f'. "{rival / "setup.sh"}" && exec "$LZ_PY" "{driver}" "{src}" "{dst}"'
-        proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
-            raise SystemExit(f"LightZero's side failed (exit {proc.returncode})")
-        return dict(np.load(dst))
+    return run_lightzero_driver(rival, "_lightzero_search.py", {"obs": obs, "sims": np.asarray(sims), **weights})
 
 
 def main() -> int:
