@@ -14,7 +14,8 @@ as a user sees them), with `evaluator.stop_value` set to the threshold and `eval
 then ours, never at once), with the rival kit (``../shared/rival/``, or ``--rival-dir``): its
 CartPole config for ALGO (default: from the config's name), the same success test and per-seed
 time limit. Both sides go into the JSON; the goal is then judged against the measured LightZero
-median (``--goal-ratio``, default 0.5) instead of the figure from the issue text.
+median (``--goal-ratio``, default 0.5) instead of the figure from the issue text, and the median
+env steps to solve against LightZero's (``env_steps_goal``: issue 12's "no more than LightZero's").
 """
 from __future__ import annotations
 
@@ -99,6 +100,28 @@ def lightzero_side(algo: str, lz_results: list[dict]) -> dict:
             "all_solved": all(r["solved"] for r in lz_results)}
 
 
+def env_steps_verdict(ours: list[dict], lightzero: list[dict]) -> dict:
+    """Issue 12's third goal, "median env steps to solve no more than LightZero's", judged from
+    both sides' runs. Medians are censored as for seconds (an unsolved run counts as slower than
+    any solved one). When LightZero's median falls on a run it did not solve, its median is only
+    known to be at least the median with each unsolved run's last env steps in its place (a lower
+    bound on the steps that run would have needed): ours at or below that bound meets the goal,
+    above it nothing is claimed (``met`` None). ``met`` is None too when our own median falls on
+    an unsolved run."""
+    mine = censored_median([r["env_steps_to_solve"] for r in ours])
+    theirs = censored_median([r["env_steps_to_solve"] for r in lightzero])
+    bound = None
+    if theirs is None and lightzero and all(r["solved"] or r.get("last_env_steps") is not None for r in lightzero):
+        bound = statistics.median(r["env_steps_to_solve"] if r["solved"] else r["last_env_steps"] for r in lightzero)
+    if mine is None:
+        met = None
+    elif theirs is not None:
+        met = mine <= theirs
+    else:
+        met = True if (bound is not None and mine <= bound) else None
+    return {"ours": mine, "lightzero": theirs, "lightzero_at_least": bound, "met": met}
+
+
 def summarise(config: str, threshold: float, episodes: int, seeds: list[int], results: list[dict],
               lightzero: dict | None = None, goal_ratio: float = 0.5, time_limit_s: float | None = None) -> dict:
     """The JSON summary of per-seed results. The goal needs every seed solved; the medians count
@@ -130,6 +153,8 @@ def summarise(config: str, threshold: float, episodes: int, seeds: list[int], re
         "goal_ratio": goal_ratio, "goal_s": goal,
         # No LightZero reference for this config: no goal to meet (None, not False).
         "meets_goal": (bool(all_solved and median is not None and median <= goal) if goal else None),
+        # The env-steps goal needs both sides' runs: only a race has it.
+        "env_steps_goal": env_steps_verdict(results, lightzero["results"]) if lightzero is not None else None,
         "lightzero": race, "cpu_count": os.cpu_count(), "results": results,
     }
 
@@ -215,6 +240,11 @@ def main() -> int:
     print(f"median seconds to solve: {median}  (LightZero {at_least}{lz}, "
           f"{summary['lightzero_median_source']}; ratio {at_most}{summary['ratio_to_lightzero']}, "
           f"goal <= {summary['goal_s']})  meets goal: {summary['meets_goal']}")
+    steps = summary["env_steps_goal"]
+    if steps is not None:
+        theirs = steps["lightzero"] if steps["lightzero"] is not None else f">= {steps['lightzero_at_least']}"
+        print(f"median env steps to solve: {steps['ours']}  (LightZero {theirs})  no more than LightZero's: "
+              f"{steps['met']}")
     write_results(summary, f"time_to_solve_{name}.json", args.json_out)
     return 0
 

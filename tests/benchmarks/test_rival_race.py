@@ -92,6 +92,39 @@ def test_a_lightzero_median_on_an_unsolved_seed_is_a_bound() -> None:
     assert bare["lightzero_median_s"] is None and bare["meets_goal"] is None and not bare["lightzero_median_censored"]
 
 
+def _run(steps: int | None, last: int | None = None) -> dict:
+    return {"solved": steps is not None, "env_steps_to_solve": steps, "last_env_steps": steps or last}
+
+
+def test_env_steps_goal_against_lightzero_s_runs() -> None:
+    """Issue 12's "median env steps to solve no more than LightZero's", as the race's JSON
+    records it: a plain comparison when both medians are known; against a lower bound when
+    LightZero's median falls on a run it did not solve; no claim where the bound is passed or
+    our own median is unknown."""
+    verdict = time_to_solve.env_steps_verdict
+    known = [_run(1309), _run(440), _run(958)]
+    assert verdict([_run(900), _run(1000), _run(4000)], known) == {
+        "ours": 1000, "lightzero": 958, "lightzero_at_least": None, "met": False}
+    assert verdict([_run(900), _run(950), _run(4000)], known)["met"] is True
+    # Unsolved runs above a known median leave it known (440, 958, 1309, > 4405, > 8252 → 1309).
+    three = verdict([_run(s) for s in (4123, 4441, 4529, 8296, 20091)], [*known, _run(None, 8252), _run(None, 4405)])
+    assert (three["lightzero"], three["met"]) == (1309, False)
+    # LightZero solved 2 of 5: its median is at least the median with the unsolved runs' last
+    # env steps in their place (440, 958, 1500, 4405, 8252 → 1500).
+    censored = [_run(440), _run(958), _run(None, 8252), _run(None, 4405), _run(None, 1500)]
+    under = verdict([_run(s) for s in (900, 1100, 1200, 5000, 7000)], censored)
+    assert under == {"ours": 1200, "lightzero": None, "lightzero_at_least": 1500, "met": True}
+    over = verdict([_run(s) for s in (4123, 4441, 4529, 8296, 20091)], censored)
+    assert over["lightzero_at_least"] == 1500 and over["met"] is None  # LightZero's median may be above ours
+    assert verdict([_run(None, 5), _run(None, 5), _run(900)], known)["met"] is None  # our median unsolved
+    # In the summary of a race, and absent without one.
+    s = time_to_solve.summarise("configs/cartpole_rezero.yaml", 195.0, 10, [0, 1, 2],
+                                [_ours(90.0), _ours(60.0), _ours(120.0)],
+                                {"algo": "rezero", "results": [{**r, "seconds_to_solve": 100.0} for r in known]})
+    assert s["env_steps_goal"]["ours"] == 900 and s["env_steps_goal"]["met"] is True
+    assert time_to_solve.summarise("configs/cartpole_rezero.yaml", 195.0, 10, [0], [_ours(90.0)])["env_steps_goal"] is None
+
+
 def test_only_lightzero_runs_the_rival_alone(kit: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """``--only-lightzero`` reruns LightZero's side (e.g. its unsolved seeds with a longer limit):
