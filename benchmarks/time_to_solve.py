@@ -32,6 +32,7 @@ from pathlib import Path
 
 from _results import write_results
 from _rival import algo_of, default_rival_dir, run_lightzero
+from env_steps_pooled import _run_of
 
 # LightZero 0.2.0 medians measured on this 2-core machine (issue text): seconds to mean return 200.
 LIGHTZERO_MEDIAN_S = {"cartpole_muzero": 377.0, "cartpole_rezero": 224.0, "cartpole_unizero": 825.0}
@@ -111,8 +112,10 @@ def env_steps_verdict(ours: list[dict], lightzero: list[dict]) -> dict:
     mine = censored_median([r["env_steps_to_solve"] for r in ours])
     theirs = censored_median([r["env_steps_to_solve"] for r in lightzero])
     bound = None
-    if theirs is None and lightzero and all(r["solved"] or r.get("last_env_steps") is not None for r in lightzero):
-        bound = statistics.median(r["env_steps_to_solve"] if r["solved"] else r["last_env_steps"] for r in lightzero)
+    if theirs is None and lightzero:
+        reached = [_run_of(r)[0] for r in lightzero]  # env steps to solve, or how far an unsolved run got
+        if None not in reached:
+            bound = statistics.median(reached)
     if mine is None:
         met = None
     elif theirs is not None:
