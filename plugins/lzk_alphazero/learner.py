@@ -16,25 +16,11 @@ import torch
 from torch import nn
 
 from lzk_alphazero.config import AlphaZeroPolicyConfig
-from lzk_common.learner import AverageGradients, LearnerBase, finite_priorities, fused_option
+from lzk_common.learner import AverageGradients, LearnerBase, build_optimizer, finite_priorities
 from lzk_common.losses import entropy, soft_cross_entropy
 
 #: Logit of an illegal action in the loss: exp() of it is 0 in float32, and 0·it stays finite.
 ILLEGAL_LOGIT = -1e4
-
-
-def build_optimizer(model: nn.Module, cfg: AlphaZeroPolicyConfig) -> torch.optim.Optimizer:
-    """Adam or SGD with L2 decay on every parameter, or AdamW with decoupled decay on the
-    Linear/Conv weights only."""
-    fused = fused_option(model)
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, **fused)
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=cfg.weight_decay, **fused)
-    decay = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))}
-    groups = [{"params": [p for p in model.parameters() if id(p) in decay], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in model.parameters() if id(p) not in decay], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, **fused)
 
 
 class AlphaZeroLearner(LearnerBase):

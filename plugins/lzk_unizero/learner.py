@@ -21,19 +21,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from lzk_common.learner import AverageGradients, LearnerBase, finite_priorities, fused_option
+from lzk_common.learner import AverageGradients, LearnerBase, finite_priorities
+from lzk_common.optim import Optimizer, adam, decay_groups
 from lzk_common.losses import TensorBatch
 from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.loss import UniZeroLossWeights, unizero_loss
 from lzk_unizero.model import WorldModel
 
-def build_optimizer(model: nn.Module, cfg: UniZeroPolicyConfig) -> torch.optim.AdamW:
+def build_optimizer(model: nn.Module, cfg: UniZeroPolicyConfig) -> Optimizer:
     """AdamW with decay on parameters of >= 2 dims only (nanoGPT's ``configure_optimizers``)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.adam_betas), **fused_option(model))
+    decayed = {id(p) for p in params if p.dim() >= 2}
+    return adam(decay_groups(params, decayed, cfg.weight_decay), cfg.lr, betas=tuple(cfg.adam_betas),
+                decoupled_weight_decay=True)
 
 
 @torch.no_grad()
