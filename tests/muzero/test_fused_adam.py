@@ -12,15 +12,19 @@ import torch
 from lzk_common.optim import FusedAdam, adam, decay_groups
 
 
-def _model(seed: int = 0) -> torch.nn.Module:
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _model(seed: int = 0, device: str = "cpu") -> torch.nn.Module:
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.LayerNorm(16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.LayerNorm(16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    return net.to(device)
 
 
 def _set_grads(model: torch.nn.Module, step: int) -> None:
     g = torch.Generator().manual_seed(100 + step)
     for p in model.parameters():
-        p.grad = torch.randn(p.shape, generator=g) * (1 + step)
+        p.grad = (torch.randn(p.shape, generator=g) * (1 + step)).to(p.device)
 
 
 def _groups(model: torch.nn.Module, decoupled: bool) -> list:
@@ -29,8 +33,8 @@ def _groups(model: torch.nn.Module, decoupled: bool) -> list:
     return decay_groups(model.parameters(), {id(m.weight) for m in model if isinstance(m, torch.nn.Linear)}, 0.3)
 
 
-def _pair(decoupled: bool, lr: float = 3e-3) -> tuple:
-    ours_model, torch_model = _model(), _model()
+def _pair(decoupled: bool, lr: float = 3e-3, device: str = "cpu") -> tuple:
+    ours_model, torch_model = _model(device=device), _model(device=device)
     kw = dict(lr=lr, weight_decay=0.0 if decoupled else 1e-2)
     ours = FusedAdam(_groups(ours_model, decoupled), decoupled_weight_decay=decoupled, **kw)
     cls = torch.optim.AdamW if decoupled else torch.optim.Adam
@@ -49,9 +53,10 @@ def _assert_same(m1: torch.nn.Module, o1, m2: torch.nn.Module, o2) -> None:
     assert [g["params"] for g in s1["param_groups"]] == [g["params"] for g in s2["param_groups"]]
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("decoupled", [False, True])
-def test_updates_equal_torch_fused_adam_bit_for_bit(decoupled: bool) -> None:
-    m1, o1, m2, o2 = _pair(decoupled)
+def test_updates_equal_torch_fused_adam_bit_for_bit(decoupled: bool, device: str) -> None:
+    m1, o1, m2, o2 = _pair(decoupled, device=device)
     for step in range(6):
         for m, o in ((m1, o1), (m2, o2)):
             if step == 3:  # an LR change between steps, as the learners' schedules do
@@ -59,7 +64,7 @@ def test_updates_equal_torch_fused_adam_bit_for_bit(decoupled: bool) -> None:
                     group["lr"] = 1e-3
             _set_grads(m, step)
             o.step()
-    assert not torch.equal(next(m1.parameters()), next(_model().parameters()))  # it moved
+    assert not torch.equal(next(m1.parameters()), next(_model(device=device).parameters()))  # it moved
     _assert_same(m1, o1, m2, o2)
     assert o1.state_dict()["param_groups"][0].keys() == o2.state_dict()["param_groups"][0].keys()
 
