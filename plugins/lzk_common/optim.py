@@ -7,7 +7,7 @@ EPYC, 1% of ReZero CartPole's time to solve, spent before the first collect. :cl
 calls the very kernels ``torch.optim.Adam(fused=True)`` calls (``torch._fused_adam_``, or
 ``torch._fused_adamw_`` for decoupled decay) on the same state, so its updates equal torch's bit
 for bit, and its state dict has torch's layout, so checkpoints move between the two either way
-(``tests/common/test_optim.py`` proves both).
+(``tests/muzero/test_fused_adam.py`` proves both).
 
 Only what the learners use is offered: no amsgrad, maximize, closures, gradient scaling or hooks.
 Where torch has no fused kernel for the parameters' device (not CPU or CUDA) the factories
@@ -137,13 +137,12 @@ class FusedAdam:
             raise ValueError(f"optimizer state has {len(saved_groups)} parameter groups, "
                              f"this optimizer {len(self.param_groups)}")
         by_index: dict[int, torch.Tensor] = {}
+        new_groups = []
         for saved, group in zip(saved_groups, self.param_groups):
             if len(saved["params"]) != len(group["params"]):
                 raise ValueError(f"optimizer state has a group of {len(saved['params'])} parameters "
                                  f"where this optimizer has {len(group['params'])}")
             by_index.update(zip(saved["params"], group["params"]))
-        new_groups = []
-        for saved, group in zip(saved_groups, self.param_groups):
             options = {k: v for k, v in saved.items() if k != "params" and k in self.defaults}
             options["betas"] = tuple(options.get("betas", group["betas"]))
             new_groups.append({**group, **options, "params": group["params"]})

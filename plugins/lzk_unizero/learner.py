@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from lzk_common.learner import AverageGradients, LearnerBase, finite_priorities
-from lzk_common.optim import Optimizer, adam, decay_groups
 from lzk_common.losses import TensorBatch
+from lzk_common.optim import Optimizer, adam, decay_groups
 from lzk_common.support import DiscreteSupport
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.loss import UniZeroLossWeights, unizero_loss
