@@ -184,6 +184,11 @@ class LatentPolicyOptions(SearchPolicyOptions):
     gumbel_max_considered: int = option(16, doc="Gumbel: actions considered at the root (m).", min=1)
     gumbel_c_visit: float = option(50.0, doc="Gumbel: c_visit of σ(q̂) = (c_visit + max N)·c_scale·q̂.", min=0.0)
     gumbel_c_scale: float = option(0.1, doc="Gumbel: c_scale of σ(q̂).", min=0.0, min_exclusive=True)
+    gumbel_rescale: str = option(
+        "node", doc="Gumbel: what q̂ rescales the completed Qs by: 'node' (the min and max of the node's "
+        "children's completed Qs, as the paper and mctx) or 'tree' (those widened by the tree's "
+        "min-max statistics, the range pUCT normalises by: with two actions 'node' makes any Q difference "
+        "a full σ step, 'tree' keeps its size).", choices=("node", "tree"))
     search_chunk: int = option(4096, doc="Largest number of roots searched at once by "
                                "reanalyze_fn (bounds the latent store's memory).", min=1)
     mini_infer_size: int = option(10240, doc="Chunk size of value_fn's target-network inference.", min=1)
@@ -229,7 +234,8 @@ class LatentPolicyOptions(SearchPolicyOptions):
         return super().search_config(num_simulations, algorithm=self.search_algorithm,
                                      gumbel_max_considered=self.gumbel_max_considered,
                                      gumbel_maxvisit_init=self.gumbel_c_visit,
-                                     gumbel_value_scale=self.gumbel_c_scale, **extra)
+                                     gumbel_value_scale=self.gumbel_c_scale,
+                                     gumbel_rescale=self.gumbel_rescale, **extra)
 
     def validate(self) -> list[tuple[str, str]]:
         # The kernel validates nested dataclasses too; repeating the model's rules here keeps

@@ -33,6 +33,9 @@ class SearchConfig:
     gumbel_max_considered: int = 16  # m: actions sampled without replacement at the root
     gumbel_maxvisit_init: float = 50.0  # c_visit of σ(q̂) = (c_visit + max N)·c_scale·q̂
     gumbel_value_scale: float = 0.1  # c_scale of σ
+    #: What q̂ rescales the completed Qs by: "node" (min and max of the node's children's completed
+    #: Qs, the paper's and mctx's) or "tree" (those widened by the tree's min-max statistics).
+    gumbel_rescale: str = "node"
 
     def __post_init__(self) -> None:
         problems = []
@@ -42,6 +45,8 @@ class SearchConfig:
             problems.append("unvisited_value must be 'parent_mean' or 'zero'")
         if self.algorithm not in ("puct", "gumbel"):
             problems.append("algorithm must be 'puct' or 'gumbel'")
+        if self.gumbel_rescale not in ("node", "tree"):
+            problems.append("gumbel_rescale must be 'node' or 'tree'")
         if self.gumbel_max_considered < 1 or self.gumbel_maxvisit_init < 0.0 or self.gumbel_value_scale <= 0.0:
             problems.append("gumbel_max_considered must be >= 1, gumbel_maxvisit_init >= 0, gumbel_value_scale > 0")
         if self.num_simulations < 1:

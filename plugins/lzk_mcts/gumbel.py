@@ -14,7 +14,9 @@ What differs from pUCT (:mod:`lzk_mcts.tree`), as in the paper:
 * **Completed Q.** Q(a) = r + γ·v of a visited child (signed by player as everywhere else); an
   unvisited child takes the mixed value ``(v̂ + Σ N · Σ_visited π q / Σ_visited π)/(1 + Σ N)``
   (v̂: the network's value of the node); q̂ rescales the completed Qs of a node's legal
-  children to [0, 1] by their min and max; ``σ(q̂) = (c_visit + max_a N(a))·c_scale·q̂``.
+  children to [0, 1] by their min and max (``gumbel_rescale: node``, the paper's and mctx's), or
+  by the tree's min-max statistics widened by them (``tree``, the range pUCT normalises by);
+  ``σ(q̂) = (c_visit + max_a N(a))·c_scale·q̂``.
 * **Outputs.** The action is the Sequential Halving winner (among the most visited actions, the
   largest ``g + logits + σ(q̂)``) and the policy target is the root's improved policy
   ``softmax(logits + σ(q̂))`` over its legal actions, which — unlike visit counts of 25
@@ -39,8 +41,8 @@ _LOW_LOGIT = -1e9
 #: Floor on the span of a node's completed Qs when rescaling them to [0, 1].
 _RESCALE_EPS = 1e-8
 
-# Rows of the Gumbel parameter vector (float64 [3]).
-G_MAXVISIT_INIT, G_VALUE_SCALE, G_MAX_CONSIDERED = 0, 1, 2
+# Rows of the Gumbel parameter vector (float64 [4]); G_RESCALE_TREE is 1.0 for ``gumbel_rescale: tree``.
+G_MAXVISIT_INIT, G_VALUE_SCALE, G_MAX_CONSIDERED, G_RESCALE_TREE = 0, 1, 2, 3
 
 
 def considered_visits(num_considered: int, num_simulations: int) -> list[int]:
@@ -78,10 +80,12 @@ def considered_visits_table(max_considered: int, num_simulations: int) -> np.nda
 
 
 @K._jit_inline
-def _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to_play, raw_value, gparams, b, node,
-                  out) -> int:
+def _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to_play, minmax, raw_value, gparams, b,
+                  node, out) -> int:
     """σ(q̂) of every legal child of ``node`` into ``out`` [A] (0 elsewhere); returns Σ N of its
-    children. Completed Q: a visited child's r + γ·(±v), an unvisited one's the mixed value."""
+    children. Completed Q: a visited child's r + γ·(±v), an unvisited one's the mixed value.
+    q̂ spans the children's completed Qs, or (``G_RESCALE_TREE``) those and the tree's min-max
+    statistics ``minmax[b]`` (the same frame: every node's Q from its parent's view)."""
     A = children.shape[2]
     me = to_play[b, node]
     sum_n = 0
@@ -115,6 +119,9 @@ def _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to
             out[a] = mixed
         lo = min(lo, out[a])
         hi = max(hi, out[a])
+    if gparams[G_RESCALE_TREE] != 0.0:  # empty statistics are (inf, -inf): no change
+        lo = min(lo, minmax[b, 0])
+        hi = max(hi, minmax[b, 1])
     scale = (gparams[G_MAXVISIT_INIT] + max_n) * gparams[G_VALUE_SCALE] / max(hi - lo, _RESCALE_EPS)
     for a in range(A):
         if legal[b, node, a]:
@@ -177,7 +184,7 @@ def _interior_action(children, prior, legal, visit, b, node, sigma, sum_n, work)
 
 @K._jit
 def gumbel_select_leaves(next_node, children, prior, legal, visit, value_sum, reward, discount, terminal, to_play,
-                         true_action, raw_value, gumbel, table, num_considered, gparams, path, leaf, infer,
+                         minmax, true_action, raw_value, gumbel, table, num_considered, gparams, path, leaf, infer,
                          max_depth) -> int:
     """Descend every tree with the Gumbel rules (root: Sequential Halving; below: the improved
     policy's deterministic rule); outputs as :func:`lzk_mcts.tree.select_leaves`."""
@@ -191,8 +198,8 @@ def gumbel_select_leaves(next_node, children, prior, legal, visit, value_sum, re
         path[b, 0] = 0
         ta = true_action[b]
         while True:
-            sum_n = _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to_play, raw_value,
-                                  gparams, b, node, sigma)
+            sum_n = _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to_play, minmax,
+                                  raw_value, gparams, b, node, sigma)
             if node == 0:
                 a = _root_action(children, prior, legal, visit, gumbel, b, sigma,
                                  table[num_considered[b], min(sum_n, table.shape[1] - 1)])
@@ -249,12 +256,12 @@ def gumbel_backup_and_select(new_node, rewards, values, logits, discounts, legal
     if not select_next:
         return 0
     return gumbel_select_leaves(new_node + 1, children, prior, legal, visit, value_sum, reward, discount, terminal,
-                                to_play, true_action, raw_value, gumbel, table, num_considered, gparams, path, leaf,
-                                infer, max_depth)
+                                to_play, minmax, true_action, raw_value, gumbel, table, num_considered, gparams, path,
+                                leaf, infer, max_depth)
 
 
 @K._jit
-def gumbel_read_roots(children, prior, legal, visit, value_sum, reward, discount, to_play, raw_value, gumbel,
+def gumbel_read_roots(children, prior, legal, visit, value_sum, reward, discount, to_play, minmax, raw_value, gumbel,
                       gparams, visit_counts, policy, action) -> None:
     """Given the root visits ``visit_counts`` [B, A] (:func:`lzk_mcts.tree.read_roots`): the
     improved policy softmax(log π + σ(q̂)) [B, A] (0 on illegal actions) and the Sequential
@@ -262,8 +269,8 @@ def gumbel_read_roots(children, prior, legal, visit, value_sum, reward, discount
     B, N, A = children.shape
     sigma = np.empty(A, np.float64)
     for b in range(B):
-        _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to_play, raw_value, gparams, b, 0,
-                      sigma)
+        _sigma_q_into(children, prior, legal, visit, value_sum, reward, discount, to_play, minmax, raw_value, gparams,
+                      b, 0, sigma)
         most = 0
         m = -np.inf
         for a in range(A):
@@ -322,11 +329,12 @@ def gumbel_search(
     max_considered = min(config.gumbel_max_considered, A)
     table = considered_visits_table(max_considered, S)
     num_considered = np.minimum(t.legal[:, 0].sum(axis=1), max_considered).astype(np.int64)
-    gparams = np.array([config.gumbel_maxvisit_init, config.gumbel_value_scale, max_considered], np.float64)
+    gparams = np.array([config.gumbel_maxvisit_init, config.gumbel_value_scale, max_considered,
+                        1.0 if config.gumbel_rescale == "tree" else 0.0], np.float64)
 
     tree_args = (t.children, t.prior, t.legal, t.visit, t.value_sum, t.reward, t.discount, t.terminal, t.to_play)
     gumbel_args = (raw_value, gumbel, table, num_considered, gparams, w.path, w.leaf, w.infer, w.max_depth)
-    simulate(step_fn, w, gumbel_select_leaves(1, *tree_args, t.true_action, *gumbel_args),
+    simulate(step_fn, w, gumbel_select_leaves(1, *tree_args, t.minmax, t.true_action, *gumbel_args),
              lambda new_node, outputs, more: gumbel_backup_and_select(
                  new_node, *outputs, more, *tree_args, t.minmax, t.params, t.true_action, t.reuse_value,
                  *gumbel_args))
@@ -336,7 +344,7 @@ def gumbel_search(
     policy = np.empty((B, A), np.float64)
     chosen = np.empty(B, np.int64)
     K.read_roots(t.children, t.visit, t.value_sum, visit_counts, value)
-    gumbel_read_roots(t.children, t.prior, t.legal, t.visit, t.value_sum, t.reward, t.discount, t.to_play, raw_value,
-                      gumbel, gparams, visit_counts, policy, chosen)
+    gumbel_read_roots(t.children, t.prior, t.legal, t.visit, t.value_sum, t.reward, t.discount, t.to_play, t.minmax,
+                      raw_value, gumbel, gparams, visit_counts, policy, chosen)
     return SearchResult(visit_counts, value, w.stats(), t if keep_tree else None,
                         policy_target=policy.astype(np.float32), action=chosen)

@@ -30,8 +30,10 @@ class Node:
         return self.value_sum / self.visits if self.visits else 0.0
 
 
-def sigma_q(node: Node, discount: float, two_player: bool, c_visit: float, c_scale: float) -> dict[int, float]:
-    """σ of the rescaled completed Q of every legal action of ``node``."""
+def sigma_q(node: Node, discount: float, two_player: bool, c_visit: float, c_scale: float,
+            tree_range: tuple[float, float] | None = None) -> dict[int, float]:
+    """σ of the rescaled completed Q of every legal action of ``node``: rescaled by the completed
+    Qs' own min and max, widened by ``tree_range`` (min, max of the tree's Qs) when given."""
     q = {a: c.reward + discount * (-c.value() if two_player else c.value()) for a, c in node.children.items()}
     n = {a: node.children[a].visits if a in node.children else 0 for a in node.legal}
     total_n = sum(n.values())
@@ -41,6 +43,8 @@ def sigma_q(node: Node, discount: float, two_player: bool, c_visit: float, c_sca
         mixed = (node.raw_value + total_n * sum(node.prior[a] * q[a] for a in q) / w) / (total_n + 1)
     completed = {a: q.get(a, mixed) for a in node.legal}
     lo, hi = min(completed.values()), max(completed.values())
+    if tree_range is not None:
+        lo, hi = min(lo, tree_range[0]), max(hi, tree_range[1])
     return {a: (c_visit + max(n.values())) * c_scale * (v - lo) / max(hi - lo, 1e-8) for a, v in completed.items()}
 
 
@@ -72,9 +76,15 @@ def reference_gumbel_search(model: Model, root_logits: Sequence[float], root_val
     m = min(cfg.gumbel_max_considered, len(root.legal))
     schedule = halving_schedule(m, cfg.num_simulations)
     args = (cfg.discount, two_player, cfg.gumbel_maxvisit_init, cfg.gumbel_value_scale)
+    # The tree's min-max statistics: every backed-up node's Q from its parent's view,
+    # r + γ·(±v) (the root's reward is 0; in two-player trees a parent is always the other player).
+    stats = [math.inf, -math.inf]
+
+    def sigma(node: Node) -> dict[int, float]:
+        return sigma_q(node, *args, tree_range=tuple(stats) if cfg.gumbel_rescale == "tree" else None)
 
     def root_pick(wanted: int) -> int:
-        s = sigma_q(root, *args)
+        s = sigma(root)
         cands = [a for a in root.legal if (root.children[a].visits if a in root.children else 0) == wanted]
         return max(cands, key=lambda a: (gumbel[a] + math.log(root.prior[a]) + s[a], -a))
 
@@ -84,7 +94,7 @@ def reference_gumbel_search(model: Model, root_logits: Sequence[float], root_val
             if node is root:
                 a = root_pick(schedule[sim])
             else:
-                s = sigma_q(node, *args)
+                s = sigma(node)
                 z = {b: math.log(node.prior[b]) + s[b] for b in node.legal}
                 mz = max(z.values())
                 e = {b: math.exp(v - mz) for b, v in z.items()}
@@ -106,10 +116,12 @@ def reference_gumbel_search(model: Model, root_logits: Sequence[float], root_val
             n = path[i]
             n.visits += 1
             n.value_sum += ret
+            q = n.reward + cfg.discount * (-n.value() if two_player else n.value())
+            stats[0], stats[1] = min(stats[0], q), max(stats[1], q)
             # the parent's view: the edge reward is the mover's; the child's return is the opponent's
             ret = n.reward + cfg.discount * (-ret if two_player else ret)
     counts = [root.children[a].visits if a in root.children else 0 for a in range(A)]
-    s = sigma_q(root, *args)
+    s = sigma(root)
     z = {a: math.log(root.prior[a]) + s[a] for a in root.legal}
     mz = max(z.values())
     e = {a: math.exp(v - mz) for a, v in z.items()}

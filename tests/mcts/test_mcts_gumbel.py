@@ -45,9 +45,10 @@ def test_schedule_by_hand() -> None:
     assert considered_visits(2, 6) == [0, 0, 1, 1, 2, 2]
 
 
+@pytest.mark.parametrize("rescale", ["node", "tree"])
 @pytest.mark.parametrize("two_player", [False, True])
 @pytest.mark.parametrize("A,m,S", [(2, 16, 25), (5, 4, 30), (6, 16, 12)])
-def test_batched_gumbel_search_matches_reference(two_player: bool, A: int, m: int, S: int) -> None:
+def test_batched_gumbel_search_matches_reference(two_player: bool, A: int, m: int, S: int, rescale: str) -> None:
     B = 5
     model = FakeModel(A, row_ids=range(B), seed=3)
     rng = np.random.default_rng(11)
@@ -57,7 +58,7 @@ def test_batched_gumbel_search_matches_reference(two_player: bool, A: int, m: in
     legal[2, 1:3] = False
     root_value = rng.uniform(-1, 1, size=B).astype(np.float32)
     to_play = np.full(B, 1 if two_player else -1)
-    cfg = _gumbel(S, gumbel_max_considered=m)
+    cfg = _gumbel(S, gumbel_max_considered=m, gumbel_rescale=rescale)
     res = _search(model, logits, legal, to_play, cfg, seed=7, root_value=root_value)
     gumbel = np.random.default_rng(7).gumbel(size=(B, A))
     for b in range(B):
@@ -142,3 +143,24 @@ def test_gumbel_needs_the_root_value() -> None:
 def test_config_rejects_unknown_algorithm() -> None:
     with pytest.raises(ValueError, match="algorithm"):
         SearchConfig(algorithm="alphago")
+
+
+def test_tree_rescale_keeps_the_size_of_a_two_action_q_difference() -> None:
+    """Two actions: rescaled by their own min and max, any Q difference is a full σ step (the
+    improved policy near one-hot whatever the gap); rescaled by the tree's range (here widened by
+    the root's own Q), a small gap stays a small step and a larger gap makes a larger one."""
+    gaps: dict[str, list[float]] = {"node": [], "tree": []}
+    for rescale in gaps:
+        for gap in (0.05, 0.5):
+            model = ArmModel(1, outcome=[5.0, 5.0], reward=[0.0, gap])
+            res = _search(model, np.zeros((1, 2), np.float32), np.ones((1, 2), bool), np.full(1, -1),
+                          _gumbel(25, gumbel_rescale=rescale), add_noise=False)
+            gaps[rescale].append(float(res.policy_target[0, 1] - res.policy_target[0, 0]))
+    assert min(gaps["node"]) > 0.99
+    assert 0.0 < gaps["tree"][0] < gaps["tree"][1] < 0.99
+    assert gaps["tree"][0] < 0.2
+
+
+def test_gumbel_rescale_is_validated() -> None:
+    with pytest.raises(ValueError, match="gumbel_rescale"):
+        _gumbel(gumbel_rescale="global")
