@@ -3,6 +3,7 @@ anchor, at a heading of that file (GitHub's anchor rule: lower case, punctuation
 and ``_`` dropped, spaces to hyphens)."""
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -21,8 +22,10 @@ def anchor(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def anchors(path: Path) -> set[str]:
-    return {anchor(h) for h in HEADING.findall(FENCE.sub("", path.read_text()))}
+@functools.cache
+def anchors(path: Path) -> frozenset[str]:
+    """The anchors of ``path``'s headings, read once per file however many links point at it."""
+    return frozenset(anchor(h) for h in HEADING.findall(FENCE.sub("", path.read_text())))
 
 
 def relative_links(path: Path) -> list[str]:

@@ -38,7 +38,7 @@ from .interface import StepFn
 
 #: log-prior floor: a legal action whose prior underflowed keeps a finite score.
 _LOW_LOGIT = -1e9
-#: Floor on the span of a node's completed Qs when rescaling them to [0, 1].
+#: Floor on the span (the node's completed Qs, or the tree's range) when rescaling to [0, 1].
 _RESCALE_EPS = 1e-8
 
 # Rows of the Gumbel parameter vector (float64 [4]); G_RESCALE_TREE is 1.0 for ``gumbel_rescale: tree``.
