@@ -247,7 +247,7 @@ def main() -> int:
     if steps is not None:
         theirs = steps["lightzero"] if steps["lightzero"] is not None else f">= {steps['lightzero_at_least']}"
         print(f"median env steps to solve: {steps['ours']}  (LightZero {theirs})  no more than LightZero's: "
-              f"{steps['met']}")
+              f"{'undecided' if steps['met'] is None else steps['met']}")
     write_results(summary, f"time_to_solve_{name}.json", args.json_out)
     return 0
 
