@@ -8,11 +8,12 @@ from lzkernel.collectives import all_reduce_mean_tensors, broadcast_tensors
 from lzkernel.component import ROLES, Component
 from lzkernel.config.compat import BufferOptions, CheckContext, SegmentBufferOptions
 from lzkernel.config.schema import option
-from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError
+from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError, StopRequested
 from lzkernel.frames import decode_frames, encode_frames
 from lzkernel.hookspecs import hookimpl, hookspec
 from lzkernel.sampling import masked_softmax_weights, sample_from_weights, uniform_legal
 from lzkernel.seeding import generator_state, set_generator_state
+from lzkernel.watchdog import progressed
 from lzkernel.roles import (
     ROLE_TABLE,
     ActingPolicy,
@@ -89,6 +90,7 @@ __all__ = [
     "SimulatorEnvSpec",
     "SimulatorStep",
     "StepBatch",
+    "StopRequested",
     "SymmetricEnvSpec",
     "Symmetry",
     "TargetSpec",
@@ -103,6 +105,7 @@ __all__ = [
     "encode_frames",
     "generator_state",
     "masked_softmax_weights",
+    "progressed",
     "sample_from_weights",
     "uniform_legal",
     "set_generator_state",

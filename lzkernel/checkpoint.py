@@ -217,6 +217,23 @@ class CheckpointStore:
                 if STEP_RE.match(p.name) and p.name < newest and not (p / DONE).exists():
                     shutil.rmtree(p, ignore_errors=True)
 
+    def set_aside_newer(self, step: int) -> list[str]:
+        """Move every step directory later than ``step`` into ``abandoned-<time>/`` under the
+        store and return their names (oldest first). A run resumed from an older checkpoint
+        starts a new history: ``--resume auto`` and the rotation go by step number, so the old
+        history's later steps would otherwise pass for this run's. Nothing is deleted."""
+        if not self.root.is_dir():
+            return []
+        newer = sorted(p for p in self.root.iterdir() if (m := STEP_RE.match(p.name)) and int(m.group(1)) > step)
+        if not newer:
+            return []
+        dest = self.root / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        dest.mkdir()
+        for p in newer:
+            os.replace(p, dest / p.name)
+        _fsync_dir(self.root)
+        return [p.name for p in newer]
+
     # -- finding and loading -----------------------------------------------------------------
 
     def complete_steps(self) -> list[Path]:

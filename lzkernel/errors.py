@@ -25,5 +25,11 @@ class PluginError(LzkernelError):
     """A plugin could not be imported or registered, or two plugins claim the same name."""
 
 
+class StopRequested(LzkernelError):
+    """A stop signal arrived during a long phase that can be abandoned (an evaluation): the phase
+    stopped part-way and recorded nothing, so a resumed run plays it again. The trainer catches it
+    and saves the last completed iteration, as for a signal between phases."""
+
+
 class CheckpointError(LzkernelError):
     """A checkpoint is missing, incomplete, corrupt or incompatible."""

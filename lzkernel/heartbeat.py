@@ -64,7 +64,7 @@ def stale_after(interval_s: float, timeout_s: float) -> float:
     return max(3.0 * interval_s, min(5.0, timeout_s / 2.0))
 
 
-def _where(thread_id: int | None) -> str:
+def where(thread_id: int | None) -> str:
     """``file:line in function`` of the innermost Python frame of thread ``thread_id``."""
     frame = sys._current_frames().get(thread_id) if thread_id is not None else None
     if frame is None:
@@ -117,7 +117,7 @@ class Heartbeat:
 
     def payload(self) -> dict[str, Any]:
         return {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "beat": time.time(),
-                "seq": self.seq, "op": self.op, "since": self.since, "where": _where(self._main),
+                "seq": self.seq, "op": self.op, "since": self.since, "where": where(self._main),
                 "timeout": self.timeout_s}
 
     def _run(self) -> None:

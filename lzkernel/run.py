@@ -32,6 +32,7 @@ from lzkernel.memory import retain_freed_memory
 from lzkernel.pluginmanager import Kernel
 from lzkernel.roles.table import ROLE_SPECS
 from lzkernel.seeding import derive_seed, seed_globals
+from lzkernel.watchdog import StallWatchdog, progressed
 
 log = logging.getLogger("lzkernel")
 
@@ -65,6 +66,7 @@ class RunContext:
         self._signals_seen = 0
         self._old_handlers: dict[int, Any] = {}
         self._resume_path: Path | None = None
+        self._watchdog: StallWatchdog | None = None
         self._lock: rundir.RunDirLock | None = None
         self.comm: Any = None
         self.dir: Path | None = None
@@ -130,8 +132,11 @@ class RunContext:
                 )
             self.dir = run_dir
             self.checkpoints = CheckpointStore(store_root, self.cfg.keep_last, self.config.to_yaml())
+            if explicit is not None:
+                self._set_aside_later_steps(explicit)
             self._write_run_files(torch)
         self._install_signal_handlers()
+        self._watchdog = StallWatchdog(self.cfg.stall_timeout_s).start()
         self.hooks.lzkernel_run_start(run=self)
 
     def close(self, error: BaseException | None = None) -> None:
@@ -148,6 +153,9 @@ class RunContext:
                             raise
                         log.warning("could not write seeds.json: %s", exc)  # never mask the first error
                 self._restore_signal_handlers()
+                if self._watchdog is not None:
+                    self._watchdog.stop()
+                    self._watchdog = None
                 if error is not None and self.world_size > 1:
                     self._ignore_teardown_sigterm()
                 if self.comm is not None:
@@ -217,14 +225,17 @@ class RunContext:
                 "wall_time": round(self.wall_time, 3), **metrics}
 
     def emit_collect(self, metrics: Mapping[str, float]) -> None:
+        progressed()
         if self.is_main:
             self.hooks.lzkernel_after_collect(run=self, metrics=dict(metrics))
 
     def emit_train(self, metrics: Mapping[str, float]) -> None:
+        progressed()
         if self.is_main:
             self.hooks.lzkernel_after_train(run=self, metrics=dict(metrics))
 
     def emit_eval(self, metrics: Mapping[str, float]) -> None:
+        progressed()
         if self.is_main:
             self.hooks.lzkernel_after_eval(run=self, metrics=dict(metrics))
 
@@ -254,6 +265,7 @@ class RunContext:
         meta = {"train_iter": self.train_iter, "env_steps": self.env_steps, "trainer": self.config.name("trainer"),
                 "versions": self.versions()}
         path = self.checkpoints.save(self.train_iter, full, arrays, meta, tag=tag)
+        progressed()
         self.hooks.lzkernel_checkpoint_saved(run=self, path=path)
         return path
 
@@ -298,6 +310,17 @@ class RunContext:
         except CheckpointError as exc:
             raise ConfigError(f"--resume {self.resume}: {exc}") from None
         return path
+
+    def _set_aside_later_steps(self, path: Path) -> None:
+        """``--resume PATH`` to an earlier step than this run dir's newest: move the later steps
+        aside (:meth:`CheckpointStore.set_aside_newer`), so that they are neither resumed by a
+        later ``--resume auto`` nor counted by the rotation as this history's."""
+        step = int(json.loads((path / "meta.json").read_text(encoding="utf-8"))["step"])
+        moved = self.checkpoints.set_aside_newer(step)
+        if moved:
+            log.warning("--resume %s: this run continues from step %d; the %d later checkpoint(s) of %s (%s ... %s) "
+                        "were moved into %s", path, step, len(moved), self.checkpoints.root, moved[0], moved[-1],
+                        self.checkpoints.root / "abandoned-*")
 
     def _auto_resume(self, run_dir: Path) -> Path | None:
         """``--resume auto``: the newest checkpoint that passes its integrity check, or None."""

@@ -216,10 +216,17 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
         for p in problems:
             key = p.split(":", 1)[0]
             annotated.append(p + (" (from a command-line override)" if key in from_overrides else ""))
-        head = f"invalid config {source} ({len(annotated)} problem{'s' if len(annotated) > 1 else ''}):"
-        raise ConfigError(head + "\n  " + "\n  ".join(annotated), annotated)
+        raise ConfigError(_listing(f"invalid config {source}", annotated), annotated)
     assert run_cfg is not None
     return ResolvedConfig(run_cfg, sections, source)
+
+
+def _listing(head: str, problems: Sequence[str]) -> str:
+    """One line for one problem (``HEAD: problem``); a header line and one indented line each for
+    several (``HEAD (n problems):``)."""
+    if len(problems) == 1:
+        return f"{head}: {problems[0]}"
+    return f"{head} ({len(problems)} problems):\n  " + "\n  ".join(problems)
 
 
 def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) -> ResolvedConfig:
@@ -232,6 +239,5 @@ def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) 
     config = resolve(tree, registry, str(path), touched)
     problems = check_compatibility(config, registry)
     if problems:
-        head = f"incompatible components in {path} ({len(problems)} problem{'s' if len(problems) > 1 else ''}):"
-        raise ConfigError(head + "\n  " + "\n  ".join(problems), problems)
+        raise ConfigError(_listing(f"incompatible components in {path}", problems), problems)
     return config

@@ -5,6 +5,10 @@ override values, the config stored in a checkpoint). On top of ``yaml.SafeLoader
 
 * refuses a mapping that repeats a key, at any depth (PyYAML would silently keep the last one,
   so a second ``run:`` section would drop the first): the error names the key and both lines;
+* reads booleans as YAML 1.2 does: only ``true`` and ``false`` (any case PyYAML knows: ``True``,
+  ``FALSE``). YAML 1.1's ``yes``/``no``/``on``/``off``/``y``/``n`` stay strings, so a bool
+  option given ``no`` is an error naming the key rather than a silent ``False``, and a string
+  option given ``no`` (a country code, an opponent's name) keeps its text;
 * bounds what anchors and aliases expand to. PyYAML shares the object an alias points to, so
   loading a "billion laughs" document is quick, but everything that walks the result (validation,
   ``yaml.safe_dump`` of the resolved config) visits every expanded value. The expanded size is
@@ -17,6 +21,7 @@ is known, so callers report ``file:line:column`` exactly as for syntax errors.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -54,6 +59,15 @@ class StrictLoader(yaml.SafeLoader):
                         key_node.start_mark)
                 seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
+
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+# YAML 1.2 booleans: SafeLoader's resolvers without its 1.1 bool rule, plus true/false only.
+StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in rules if tag != _BOOL_TAG]
+    for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+StrictLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 class AliasBombError(yaml.YAMLError):

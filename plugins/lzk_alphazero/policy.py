@@ -87,7 +87,8 @@ class AlphaZeroPolicy(SearchPolicyBase):
             logits, pred_value = self.evaluate(obs)
             model = lzk_mcts.SimulatorModel(self.simulator, self.evaluate, discount=self.cfg.discount)
             model.begin(states, sims)
-            config = self.cfg.search_config(sims, value_normalization="none", unvisited_value="zero")
+            config = self.cfg.search_config(sims, value_normalization="none", unvisited_value="zero",
+                                            parent_visits="node")
             result = lzk_mcts.search(model, logits, legal, np.asarray(to_play, dtype=np.int64), config, self.rng,
                                      add_noise=add_noise, deterministic=deterministic)
         total = max(time.perf_counter() - t0, 1e-12)

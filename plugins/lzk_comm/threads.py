@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import torch
 
@@ -43,7 +43,10 @@ _local = threading.local()
 
 
 class CommAborted(RuntimeError):
-    """A collective was abandoned because another rank failed (or left)."""
+    """A collective was abandoned because another rank failed (or left). ``failed_rank``: the
+    rank whose failure (or absence, for a timeout) caused it, where known."""
+
+    failed_rank: int | None = None
 
 
 class CommTimeout(CommAborted, TimeoutError):
@@ -94,7 +97,7 @@ class ThreadGroup:
                 else:
                     who = f"rank {rank}" if rank is not None else "a rank"
                     self._error = CommAborted(f"{who} failed: {type(exc).__name__}: {exc}")
-                    self._error.failed_rank = rank  # type: ignore[attr-defined]
+                    self._error.failed_rank = rank
             self._cond.notify_all()
 
     def leave(self, rank: int) -> None:
@@ -153,7 +156,7 @@ class ThreadGroup:
                     self._error = CommTimeout(
                         f"rank {rank}: {op} timed out after {self.timeout_s:g} s waiting for rank(s) "
                         f"{', '.join(map(str, missing))}")
-                    self._error.failed_rank = missing[0] if missing else None  # type: ignore[attr-defined]
+                    self._error.failed_rank = missing[0] if missing else None
                     self._cond.notify_all()
                     break
                 self._cond.wait(remaining)
@@ -343,8 +346,8 @@ def _root_cause(errors: dict[int, BaseException], order: list[int]) -> int:
     for r in finished:
         if not isinstance(errors[r], CommAborted):
             return r
-    for r in finished:
-        blamed = getattr(errors[r], "failed_rank", None)
+    for r in finished:  # every one of them a CommAborted here
+        blamed = cast(CommAborted, errors[r]).failed_rank
         if blamed in errors and not isinstance(errors[blamed], CommAborted):
             return blamed
     return finished[0]

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
+from lzk_common.blocks import LatentNet
 from lzk_common.slots import TensorSlots
 from lzk_common.support import DiscreteSupport, inverse_scalar_transform_np
 from lzk_mcts import StepOutput
@@ -32,12 +33,13 @@ from lzk_mcts import StepOutput
 StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], StepOutput]
 
 
-def fold_batchnorm(model: nn.Module) -> nn.Module:
-    """An eval-mode copy of ``model`` without SSL heads and without gradients, where every
-    BatchNorm that directly follows a Linear/Conv inside an ``nn.Sequential`` is folded into it
-    (the BN becomes ``nn.Identity``). Outputs equal ``model.eval()``'s up to float rounding."""
-    # memo maps the SSL heads to None: they are never used for inference and hold most weights.
-    memo = {id(model.ssl): None} if getattr(model, "ssl", None) is not None else {}
+def fold_batchnorm(model: nn.Module, drop: Iterable[nn.Module | None] = ()) -> nn.Module:
+    """An eval-mode copy of ``model`` without gradients, where every BatchNorm that directly
+    follows a Linear/Conv inside an ``nn.Sequential`` is folded into it (the BN becomes
+    ``nn.Identity``). Outputs equal ``model.eval()``'s up to float rounding. The submodules in
+    ``drop`` (None entries ignored) are None in the copy: a latent model's SSL heads, never used
+    for inference, hold most of its weights."""
+    memo: dict[int, Any] = {id(m): None for m in drop if m is not None}
     folded = copy.deepcopy(model, memo).eval()
     for seq in folded.modules():
         if not isinstance(seq, nn.Sequential):
@@ -78,8 +80,8 @@ class SearchSnapshot:
 
     compiled: Any = None
 
-    def __init__(self, model: nn.Module, value_support: DiscreteSupport, reward_support: DiscreteSupport) -> None:
-        self.net = fold_batchnorm(model)
+    def __init__(self, model: LatentNet, value_support: DiscreteSupport, reward_support: DiscreteSupport) -> None:
+        self.net = fold_batchnorm(model, drop=(model.ssl,))
         self.device = next(self.net.parameters()).device
         self.value_support = value_support.to(self.device)
         self.reward_support = reward_support.to(self.device)

@@ -153,7 +153,7 @@ class LatentSearchPolicy(SearchPolicyBase):
                 true_action=true_action, reuse_value=reuse_value, root_value=pred_value,  # used by Gumbel only
             )
         total = time.perf_counter() - t0
-        metrics = dict(getattr(result, "stats", {}) or {})
+        metrics = dict(result.stats)  # lzk_mcts.SearchResult.stats: search/* figures
         metrics["search/ms"] = total * 1e3
         metrics["search/network_share"] = (snap.forward_seconds - f0) / max(total, 1e-12)
         return result, pred_value, metrics

@@ -52,8 +52,8 @@ import numpy as np
 
 from lzk_loop import ranks
 from lzk_loop.state import LoopCheckpoints
-from lzkernel import (BufferOptions, CheckContext, Collector, Evaluator, LearningPolicy, ReplayBuffer, UpdateSchedule,
-                      option)
+from lzkernel import (BufferOptions, CheckContext, Collector, Evaluator, LearningPolicy, ReplayBuffer, StopRequested,
+                      UpdateSchedule, option, progressed)
 
 
 @dataclass
@@ -62,7 +62,8 @@ class LoopConfig:
 
     random_collect_episodes: int = option(
         0, doc="Episodes collected with a uniformly random policy before training (0: none).", min=0)
-    eval_at_start: bool = option(True, doc="Evaluate once before the first collection.")
+    eval_at_start: bool = option(True, doc="Evaluate once before the first collection (false: the first "
+                                 "evaluation comes evaluator.every_train_iters updates in).")
     train_start_transitions: int = option(
         0, doc="Train only once the buffer holds more than max(this, batch_size) transitions.", min=0)
 
@@ -132,6 +133,7 @@ class LoopTrainer(LoopCheckpoints):
         self.resumed = False
         self.buffer_restored = False  # a resume loaded this rank's replay buffer
         self._stop_now = False
+        self._eval_abandoned = False  # the last evaluation was given up for a stop signal
         #: Inside an epoch's updates: (updates of the epoch, updates done, decisions after the
         #: last one taken); None between epochs. Checkpointed (a resume finishes the epoch).
         self._progress: tuple[int, int, bool] | None = None
@@ -181,8 +183,10 @@ class LoopTrainer(LoopCheckpoints):
         resumed = self.resumed = self._resume()
         if not resumed and self.cfg.random_collect_episodes > 0:
             self._collect(random_policy=True, n_episode=self.cfg.random_collect_episodes)
-        if self.cfg.eval_at_start and not resumed:
-            self._evaluate_and_decide(force=True)
+        if not resumed and self.cfg.eval_at_start:
+            self._evaluate_and_decide(force=True)  # every rank: it ends in a collective
+        elif not resumed and self.evaluator is not None:
+            self.evaluator.should_eval(run.train_iter)  # iteration 0 counts as evaluated: the first is every_train_iters later
         progress, self._progress = self._progress, None
         if resumed and self._should_stop():  # the budget was spent already: nothing to do, nothing to save
             return
@@ -194,6 +198,8 @@ class LoopTrainer(LoopCheckpoints):
             else:
                 eval_due, signalled = self._decisions()
                 if signalled or (eval_due and self._evaluate_and_decide()):
+                    break
+                if eval_due and self._decisions()[1]:  # a signal during the evaluation: stop before collecting
                     break
                 collected = self._collect()
                 updates = int(self.schedule.updates(collected))
@@ -243,6 +249,7 @@ class LoopTrainer(LoopCheckpoints):
             self.timer.add("sample", t1 - t0)
             self.timer.add("learn", t2 - t1)
             run.train_iter += 1
+            progressed()  # for the run's stall watchdog (lzkernel.watchdog)
             self._progress = (updates, i + 1, False)
             for k, v in metrics.items():
                 self._pending[k].append(float(v))
@@ -264,6 +271,9 @@ class LoopTrainer(LoopCheckpoints):
             self._stop_now = True
             return True
         stop = bool(eval_due and self._evaluate_and_decide())
+        if self._eval_abandoned:  # a signal during the evaluation: it is due again after a resume
+            self._stop_now = True
+            return True
         assert self._progress is not None
         self._progress = (self._progress[0], self._progress[1], True)
         if stop:
@@ -299,23 +309,32 @@ class LoopTrainer(LoopCheckpoints):
         return bool(decided[0]), bool(decided[1])
 
     def _evaluate_and_decide(self, force: bool = False) -> bool:
-        """Evaluate on rank 0 (when ``force`` or due) and return the broadcast stop decision."""
+        """Evaluate on rank 0 (when ``force`` or due) and return the broadcast stop decision:
+        True when the evaluation reached the stop value, or when a stop signal made the evaluator
+        give it up (:class:`lzkernel.StopRequested`; ``self._eval_abandoned`` then says so: nothing
+        was recorded, and a resumed run evaluates here again)."""
         run = self.run
-        stop = False
+        stop = abandoned = False
         if self.evaluator is not None:
             t0 = time.perf_counter()
             if force:
                 self.evaluator.should_eval(run.train_iter)  # record this evaluation's iteration
-            metrics = self.evaluator.evaluate(self.policy)
+            try:
+                metrics: dict[str, float] | None = self.evaluator.evaluate(self.policy)
+            except StopRequested:
+                metrics, abandoned = None, True
             self.timer.add("eval", time.perf_counter() - t0)
-            mean = float(metrics["eval/return_mean"])
-            self.last_eval = mean
-            run.emit_eval(metrics)
-            if self.evaluator.is_best(mean):
-                run.save_checkpoint(self._state(arrays=False)[0], tag="best")
-            # LightZero stops only after training started (train_iter > 0); so do we.
-            stop = bool(self.evaluator.reached(mean)) and run.train_iter > 0
-        return bool(run.comm.broadcast_object(stop))
+            if metrics is not None:
+                mean = float(metrics["eval/return_mean"])
+                self.last_eval = mean
+                run.emit_eval(metrics)
+                if self.evaluator.is_best(mean):
+                    run.save_checkpoint(self._state(arrays=False)[0], tag="best")
+                # LightZero stops only after training started (train_iter > 0); so do we.
+                stop = bool(self.evaluator.reached(mean)) and run.train_iter > 0
+        stop, abandoned = (bool(x) for x in run.comm.broadcast_object([stop, abandoned]))
+        self._eval_abandoned = abandoned
+        return stop or abandoned
 
     def _should_stop(self) -> bool:
         run = self.run

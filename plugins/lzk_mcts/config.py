@@ -27,6 +27,12 @@ class SearchConfig:
     #: What an unvisited child scores with: "parent_mean" (LightZero's MuZero mean Q of the
     #: parent's visited children) or "zero" (AlphaZero).
     unvisited_value: str = "parent_mean"
+    #: N of the exploration term c(N)·√N/(1 + n) below the root: "children" (the sum of the
+    #: node's children's visits, LightZero's MuZero: 0 on the first descent below a new node,
+    #: where the priors then play no part) or "node" (the node's own visit count, which counts its
+    #: expansion: LightZero's AlphaZero and the AlphaZero pseudocode). At the root both are the
+    #: children's sum (LightZero's AlphaZero does not count the root's expansion either).
+    parent_visits: str = "children"
     #: "puct": LightZero's pUCT search with root Dirichlet noise; "gumbel": Gumbel MuZero
     #: (:mod:`lzk_mcts.gumbel`: Sequential Halving at the root, the improved policy as target).
     algorithm: str = "puct"
@@ -43,6 +49,8 @@ class SearchConfig:
             problems.append("value_normalization must be 'minmax' or 'none'")
         if self.unvisited_value not in ("parent_mean", "zero"):
             problems.append("unvisited_value must be 'parent_mean' or 'zero'")
+        if self.parent_visits not in ("children", "node"):
+            problems.append("parent_visits must be 'children' or 'node'")
         if self.algorithm not in ("puct", "gumbel"):
             problems.append("algorithm must be 'puct' or 'gumbel'")
         if self.gumbel_rescale not in ("node", "tree"):

@@ -176,7 +176,8 @@ def prepare(root_logits: np.ndarray, legal: np.ndarray, to_play: np.ndarray, con
     S = config.num_simulations
     t = K.Tree.allocate(B, S + 1, A)
     t.params[:] = (config.discount, config.pb_c_base, config.pb_c_init, config.value_delta_max,
-                   config.value_normalization == "minmax", config.unvisited_value == "zero")
+                   config.value_normalization == "minmax", config.unvisited_value == "zero",
+                   config.parent_visits == "node")
     if true_action is None:
         true_action = np.full(B, -1, np.int64)
         t.reuse_value[:] = 0.0

@@ -10,6 +10,7 @@ Shapes: B trees, n new nodes, A actions, O observation shape.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -42,8 +43,6 @@ class SimulatorModel:
 
     def begin(self, root_states: Sequence[Any], num_simulations: int) -> SimulatorModel:
         """Start a search from ``root_states`` [B] (cloned: the caller's states are not touched)."""
-        import time
-
         t0 = time.perf_counter()
         b = len(root_states)
         self.states.reserve(num_simulations + 1, b)
@@ -52,8 +51,6 @@ class SimulatorModel:
         return self
 
     def __call__(self, parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
-        import time
-
         t0 = time.perf_counter()
         sim = self.simulator
         states = [sim.clone(s) for s in self.states.take(parent_slot)]

@@ -22,7 +22,8 @@ Conventions (the general search interface, mctx's model of it):
 Formulas follow SPEC §2.3 (LightZero ``cnode.cpp``) and §3.2 (``*_with_reuse``):
 
 * pUCT: ``prior_score = (log((N + c2 + 1)/c2) + c1)·√N/(1 + n_child)·prior`` with N the parent's
-  visit count − 1 (= its children's visits, because of the +1 at expansion/preparation);
+  visit count − 1 (= its children's visits, because of the +1 at expansion/preparation), or below
+  the root the parent's own visit count (``SearchConfig.parent_visits = "node"``, AlphaZero);
 * value score: the unvisited value, else Q, then (min-max) normalised and clipped to [0, 1];
 * min-max normalisation: ``(v − min)/max(max − min, δ)`` when ``max − min > 0``, else ``v``;
 * ties: every action with score ≥ max − 1e-6 is a candidate; the first one when
@@ -56,9 +57,9 @@ LEAF_REUSE_EXPAND = 1  # first visit of the root's true-action child: expand, ba
 LEAF_REUSE_VISITED = 2  # true-action child already expanded: no step, back up reuse_value
 LEAF_TERMINAL = 3  # an expanded terminal node: no step, back up its value 0
 
-# Rows of ``Tree.params`` (float64 [6]), packed to keep the kernels' argument lists short.
-P_DISCOUNT, P_PB_C_BASE, P_PB_C_INIT, P_DELTA, P_MINMAX, P_UNVISITED_ZERO = 0, 1, 2, 3, 4, 5
-NUM_PARAMS = 6
+# Rows of ``Tree.params`` (float64 [7]), packed to keep the kernels' argument lists short.
+P_DISCOUNT, P_PB_C_BASE, P_PB_C_INIT, P_DELTA, P_MINMAX, P_UNVISITED_ZERO, P_NODE_VISITS = 0, 1, 2, 3, 4, 5, 6
+NUM_PARAMS = 7
 
 # What a step's output carries besides reward, value and logits (flags of ``expand_and_backup``).
 HAS_DISCOUNT, HAS_LEGAL, HAS_TO_PLAY = 1, 2, 4
@@ -84,7 +85,7 @@ class Tree:
     minmax: np.ndarray  # [B, 2] float64: (min, max) of the tree's min-max stats
     true_action: np.ndarray  # [B] int64: ReZero true action at the root, -1 = no reuse
     reuse_value: np.ndarray  # [B] float64: v_{t+1} backed up through the true-action child
-    params: np.ndarray  # [NUM_PARAMS] float64: discount, pb_c_base, pb_c_init, δ, min-max?, unvisited 0?
+    params: np.ndarray  # [NUM_PARAMS] float64: discount, pb_c_base, pb_c_init, δ, min-max?, unvisited 0?, N = node visits?
 
     @classmethod
     def allocate(cls, batch: int, num_nodes: int, num_actions: int) -> "Tree":
@@ -251,7 +252,11 @@ def _select_child(children, prior, legal, visit, value_sum, reward, discount, to
     use_minmax = params[P_MINMAX] != 0.0
     vmin, vmax = minmax[b, 0], minmax[b, 1]
     me = to_play[b, node]
-    factor = pb_c_factor(float(visit[b, node] - 1), c2, c1)
+    # N of the exploration term: the visits of the node's children (visit − 1: the root's first
+    # visit is its initialisation, a node's its expansion), or below the root the node's own
+    # visits (SearchConfig.parent_visits = "node"), which count its expansion.
+    parent_n = visit[b, node] - 1 if node == 0 or params[P_NODE_VISITS] == 0.0 else visit[b, node]
+    factor = pb_c_factor(float(parent_n), c2, c1)
     num_actions = children.shape[2]
     best = -np.inf
     for a in range(num_actions):

@@ -93,13 +93,16 @@ class OutcomeBuffer:
             if self.root_value_weight > 0.0:
                 w = np.float32(self.root_value_weight)
                 z = ((1 - w) * z + w * np.asarray(traj.root_values, np.float32)).astype(np.float32)
-            # Only the last `capacity` positions of an oversized push can survive it.
-            for t in range(max(0, T - self.capacity), T):
+            # Only the last `capacity` positions of an oversized push can survive it; the ones
+            # before them still take their ids, so that position t keeps id next_id + t and slot
+            # id % capacity stays the oldest position's.
+            skipped = max(0, T - self.capacity)
+            self.next_id += skipped
+            for t in range(skipped, T):
                 slot = self.next_id % self.capacity
                 self.obs[slot], self.policy[slot], self.value[slot] = traj.obs[t], traj.visit_dist[t], z[t]
                 self.legal[slot], self.to_play[slot], self.ids[slot] = traj.legal[t], traj.to_play[t], self.next_id
                 self.next_id += 1
-            self.next_id += max(0, T - self.capacity)  # positions that never fitted still count as ids
             n += T
         return n
 

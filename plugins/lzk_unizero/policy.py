@@ -153,7 +153,7 @@ class UniZeroPolicy(SearchPolicyBase):
                                  epsilon=epsilon, eps_greedy=False, rng=self.rng)
         for b, key in enumerate(keys):
             self.history.record(key, obs[b], int(actions[b]), None if ts is None else int(ts[b]))
-        metrics = dict(getattr(result, "stats", {}) or {})
+        metrics = dict(result.stats)  # lzk_mcts.SearchResult.stats: search/* figures
         metrics["search/ms"] = (time.perf_counter() - t0) * 1e3
         metrics["search/root_context_tokens"] = float((2 * n_obs - 1).mean())
         return ActResult(actions, visit_distribution(visits), np.asarray(result.root_value, dtype=np.float32),

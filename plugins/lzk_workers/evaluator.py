@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from lzkernel import ActingPolicy, EnvSpec, EvalVariantEnvSpec
-from lzk_workers.rollout import EpisodePlayer, balanced_quotas
+from lzkernel import ActingPolicy, EnvSpec, EvalVariantEnvSpec, StopRequested
+from lzk_workers.rollout import EpisodePlayer, PlayResult, balanced_quotas
 
 
 def return_metrics(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
@@ -43,11 +43,15 @@ class EvaluatorBase:
     """What the evaluators share: a greedy (``mode="eval"``) :class:`EpisodePlayer` on ``envs``
     envs, fresh and seeded per evaluation (module docstring), when to evaluate
     (:meth:`should_eval`), the best mean and the stop rule, and their state. ``record``: keep the
-    played trajectories (evaluators that score them)."""
+    played trajectories (evaluators that score them). ``interrupt`` (the run's stop flag): an
+    evaluation it interrupts raises :class:`lzkernel.StopRequested` and leaves the evaluator's state
+    as before :meth:`should_eval` recorded it, so the evaluation is due again after a resume."""
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, seed: int, every_train_iters: int,
-                 stop_value: float | None, frame_stack: int, record: bool) -> None:
+                 stop_value: float | None, frame_stack: int, record: bool,
+                 interrupt: Callable[[], bool] | None = None) -> None:
         self.every_train_iters = every_train_iters
+        self.interrupt = interrupt
         self.stop_value = stop_value
         self.env_spec = env_spec.eval_variant() if isinstance(env_spec, EvalVariantEnvSpec) else env_spec
         self.seed, self.envs, self.frame_stack, self.record = seed, envs, frame_stack, record
@@ -58,6 +62,7 @@ class EvaluatorBase:
         # -1 (LightZero starts from 0) so that should_eval(0) is true on a fresh evaluator: the
         # trainer needs no separate evaluation before its loop.
         self.last_eval_iter = -1
+        self._unrecorded_iter = -1  # last_eval_iter before should_eval last recorded one
 
     def _new_player(self, index: int) -> EpisodePlayer:
         venv = self.env_spec.make_vector(self.envs, evaluation_seed(self.seed, index))
@@ -77,6 +82,16 @@ class EvaluatorBase:
         self.evaluations = index + 1
         return {**metrics, "eval/index": float(index)}
 
+    def _play(self, policy: ActingPolicy, quota: np.ndarray) -> PlayResult:
+        """``player.play`` with the interrupt; an interrupted evaluation is forgotten: the
+        iteration :meth:`should_eval` recorded for it is due again (the count of evaluations only
+        moves in :meth:`_finish`, and :meth:`_begin` makes fresh envs for the next one)."""
+        try:
+            return self.player.play(policy, quota, interrupt=self.interrupt)
+        except StopRequested:
+            self.last_eval_iter = self._unrecorded_iter
+            raise
+
     def _restart(self, policy: ActingPolicy) -> None:
         """Fresh games in every env (no half-played ones) and a reset of the policy's eval state."""
         self.player.restart()
@@ -89,7 +104,7 @@ class EvaluatorBase:
             return False
         if train_iter - self.last_eval_iter < self.every_train_iters and train_iter != 0:
             return False
-        self.last_eval_iter = train_iter
+        self._unrecorded_iter, self.last_eval_iter = self.last_eval_iter, train_iter
         return True
 
     def is_best(self, mean: float) -> bool:
@@ -121,10 +136,11 @@ class EpisodeEvaluator(EvaluatorBase):
     """Plays exactly ``episodes`` greedy episodes (``mode="eval"``) per :meth:`evaluate`."""
 
     def __init__(self, env_spec: EnvSpec, *, envs: int, episodes: int, seed: int,
-                 every_train_iters: int, stop_value: float | None = None, frame_stack: int = 1) -> None:
+                 every_train_iters: int, stop_value: float | None = None, frame_stack: int = 1,
+                 interrupt: Callable[[], bool] | None = None) -> None:
         envs = min(envs, episodes)  # more envs than episodes would idle
         super().__init__(env_spec, envs=envs, seed=seed, every_train_iters=every_train_iters,
-                         stop_value=stop_value, frame_stack=frame_stack, record=False)
+                         stop_value=stop_value, frame_stack=frame_stack, record=False, interrupt=interrupt)
         self.episodes = episodes
         self.quota = balanced_quotas(episodes, envs)  # [E]
 
@@ -133,7 +149,7 @@ class EpisodeEvaluator(EvaluatorBase):
         start = time.perf_counter()
         index = self._begin()
         self._restart(policy)
-        result = self.player.play(policy, self.quota)
+        result = self._play(policy, self.quota)
         returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
         lengths = np.array([ep.length for ep in result.episodes], np.float64)
         return self._finish({**return_metrics(returns, lengths), "eval/seconds": time.perf_counter() - start}, index)

@@ -135,7 +135,7 @@ def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: E
 
     return EpisodeEvaluator(env_spec, envs=cfg.envs, episodes=cfg.episodes, seed=run.seed("evaluator"),
                             every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
-                            frame_stack=frame_stack)
+                            frame_stack=frame_stack, interrupt=lambda: bool(run.stop_requested))
 
 
 def make_versus_collector(cfg: VersusCollectorConfig, run: Any, *, env_spec: SimulatorEnvSpec,
@@ -157,7 +157,7 @@ def make_versus_evaluator(cfg: VersusEvaluatorConfig, run: Any, *, env_spec: Sim
     return VersusEvaluator(env_spec, envs=cfg.envs, games=cfg.games, opponents=cfg.opponent_specs,
                            seed=run.seed("evaluator"), opponent_seed=run.seed("evaluator", "opponents"),
                            every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
-                           frame_stack=frame_stack)
+                           frame_stack=frame_stack, interrupt=lambda: bool(run.stop_requested))
 
 
 def check_versus_collector(ctx: CheckContext) -> list[str]:

@@ -14,6 +14,10 @@ one of two rules:
   up with the game segments a replay buffer cuts). Unfinished pieces stay with the player.
 
 Either way the envs, their frame windows and the pieces being recorded persist between calls.
+What the envs return is checked where it enters (:func:`check_finite`): a NaN or infinity in an
+observation or reward stops the run with the env's id and row, whichever env plugin produced it.
+An evaluation's loop can be given ``interrupt`` (the run's stop flag): it then raises
+:class:`lzkernel.StopRequested` between steps once a stop signal arrived.
 
 Shape letters: E envs, B acting rows (the active envs), A actions, O observation shape, S frames,
 T transitions.
@@ -26,8 +30,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, ResumableVectorEnv, StepBatch, Trajectory,
-                      VectorEnv, encode_frames, sample_from_weights)
+from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, ResumableVectorEnv, StepBatch, StopRequested,
+                      Trajectory, VectorEnv, encode_frames, progressed, sample_from_weights)
 
 
 def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
@@ -214,6 +218,28 @@ class _Progress:
 _StopRule = Callable[[_Progress], np.ndarray]
 
 
+class NonFiniteEnvOutput(RuntimeError):
+    """An env returned a NaN or infinite observation or reward (RELIABILITY R7: caught where it
+    enters, before it reaches a trajectory, the replay buffer or a checkpoint)."""
+
+
+def check_finite(batch: StepBatch, rows: np.ndarray, who: str) -> None:
+    """Raise :class:`NonFiniteEnvOutput` naming ``who`` (the env id) and the first bad row when a
+    row in ``rows`` of ``batch`` has a non-finite reward or observation, or a row that ended its
+    episode a non-finite final observation (elsewhere it is the observation)."""
+    ended = rows[(batch.terminated | batch.truncated)[rows]]
+    parts = (("reward", batch.reward, rows), ("observation", batch.obs, rows),
+             ("final observation", batch.final_obs, ended))
+    for what, arr, at in parts:
+        if not len(at) or not np.issubdtype(arr.dtype, np.floating):
+            continue
+        ok = np.isfinite(arr[at].reshape(len(at), -1)).all(axis=1)
+        if not ok.all():
+            i = int(at[int(np.flatnonzero(~ok)[0])])
+            raise NonFiniteEnvOutput(f"env {who!r} (env index {i}) returned a non-finite {what}: "
+                                     f"{np.asarray(arr[i]).ravel()[:8]}")
+
+
 def check_act(res: ActResult, b: int, a: int) -> ActResult:
     """Shapes and dtypes of a policy's answer for B rows; a clear error beats a broadcast bug."""
     action = np.asarray(res.action)
@@ -245,6 +271,7 @@ class EpisodePlayer:
         self.truncation_as_terminal = env_spec.truncation_as_terminal
         self.mode = mode
         self.record = record
+        self.env_id = env_spec.id
         self.frame_scale = float(env_spec.frame_scale) if isinstance(env_spec, FrameEnvSpec) else None
         self.window = FrameWindow(venv.num_envs, tuple(env_spec.obs_shape), frame_stack)
         self._state: StepBatch | None = None  # the envs' current states (rows of the last batch)
@@ -260,6 +287,7 @@ class EpisodePlayer:
         """Reset every env: each starts a fresh episode (running ones and their pieces are dropped)."""
         batch = self.venv.reset()
         ids = np.arange(self.num_envs)
+        check_finite(batch, ids, self.env_id)
         self._state = batch
         self.timestep[:] = 0
         self.window.reset(ids, batch.obs)
@@ -278,14 +306,16 @@ class EpisodePlayer:
             self._records[i] = _PieceRecord(self._kept(batch.obs[i]), batch.legal[i].copy(), int(batch.to_play[i]), t0)
 
     def play(self, policy: ActingPolicy, quota: np.ndarray, *, temperature: float = 1.0,
-             epsilon: float = 0.0) -> PlayResult:
+             epsilon: float = 0.0, interrupt: Callable[[], bool] | None = None) -> PlayResult:
         """Act until env i has finished ``quota[i]`` more episodes, for every i.
 
         Pieces are not cut: each ended episode gives one piece, from where its env's running piece
         started (the episode start, unless :meth:`play_segments` left a piece running).
+        ``interrupt``: checked before every step; when it returns True the call raises
+        :class:`lzkernel.StopRequested` (the envs are left mid-episode: :meth:`restart` them).
         """
         quota = np.asarray(quota, np.int64)
-        return self._run(policy, lambda p: p.episodes < quota, None, temperature, epsilon)
+        return self._run(policy, lambda p: p.episodes < quota, None, temperature, epsilon, interrupt)
 
     def play_segments(self, policy: ActingPolicy, segment_length: int, *, n_segments: int = 0,
                       n_episode: int = 0, temperature: float = 1.0, epsilon: float = 0.0) -> PlayResult:
@@ -307,7 +337,7 @@ class EpisodePlayer:
         return self._run(policy, rule, segment_length, temperature, epsilon)
 
     def _run(self, policy: ActingPolicy, acting: _StopRule, segment_length: int | None,
-             temperature: float, epsilon: float) -> PlayResult:
+             temperature: float, epsilon: float, interrupt: Callable[[], bool] | None = None) -> PlayResult:
         """The stepping loop: act with the envs ``acting`` names until it names none; cut pieces
         at multiples of ``segment_length`` (None: only at episode ends).
 
@@ -320,6 +350,8 @@ class EpisodePlayer:
         metric_sum: dict[str, float] = defaultdict(float)
         metric_n: dict[str, int] = defaultdict(int)
         while (active := acting(progress)).any():  # active: [E] bool
+            if interrupt is not None and interrupt():
+                raise StopRequested(f"stop requested while playing {self.mode} episodes of {self.env_id!r}")
             state = self._state
             assert state is not None
             ids = np.flatnonzero(active)  # [B] sorted env ids that act this step
@@ -336,6 +368,8 @@ class EpisodePlayer:
             actions = np.zeros(self.num_envs, np.int64)
             actions[ids] = res.action
             batch = self.venv.step(actions, active=active)
+            progressed()  # for the run's stall watchdog (lzkernel.watchdog)
+            check_finite(batch, ids, self.env_id)
             out.env_steps += len(ids)
             ended = (batch.terminated | batch.truncated) & active  # [E]
             self.timestep[ids] += 1  # now the timestep of the observation each transition led to

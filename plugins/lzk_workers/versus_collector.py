@@ -50,14 +50,23 @@ class VersusCollector(EpisodeCollector):
                  opening_rng: np.random.Generator | None = None) -> None:
         if frame_stack != 1:
             raise ValueError(f"the versus collector needs frame_stack 1, got {frame_stack}: {STACK_REASON}")
-        self.opponent_spec = opponent
-        self.opponent = env_spec.make_opponent(opponent.name, opponent.params, opponent_seed)  # before the envs
+        self.opponent_spec, self.opponent_seed, self.game_spec = opponent, opponent_seed, env_spec
+        self.collects = 0  # collect calls so far: the opponent of call n is seeded from (opponent_seed, n)
+        self.opponent = self._make_opponent(env_spec, 0)  # before the envs: a bad name or param fails first
         super().__init__(env_spec, envs=envs, n_episode=n_episode, seed=seed, frame_stack=frame_stack,
                          random_rng=random_rng, opening_moves=opening_moves, opening_rng=opening_rng)
         self.agent_player = 1 + np.arange(envs, dtype=np.int64) % 2  # [E] the agent's side in each env's game
         self._actor: VersusActor | None = None  # this collect's actor (its log of ended games)
 
+    def _make_opponent(self, env_spec: SimulatorEnvSpec, n: int) -> Any:
+        seq = np.random.SeedSequence([self.opponent_seed, n])
+        return env_spec.make_opponent(self.opponent_spec.name, self.opponent_spec.params, int(seq.generate_state(1)[0]))
+
     def _acting(self, actor: ActingPolicy) -> ActingPolicy:
+        # A fresh opponent per call, seeded by the call's index: the bots' random state (OpenSpiel's
+        # MCTS bot's included) cannot be saved, so a resumed run rebuilds the same opponent instead.
+        self.opponent = self._make_opponent(self.game_spec, self.collects)
+        self.collects += 1
         self._actor = VersusActor(actor, self.opponent, self.agent_player, alternate=True)
         return self._actor
 
@@ -87,10 +96,11 @@ class VersusCollector(EpisodeCollector):
         return views, metrics
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "agent_player": self.agent_player.tolist()}
+        return {**super().state_dict(), "agent_player": self.agent_player.tolist(), "collects": self.collects}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self.collects = int(state.get("collects", 0))  # absent from checkpoints before 2026-12-07
         if "agent_player" in state:
             # in place: the array is shared with the running actor
             self.agent_player[:] = np.asarray(state["agent_player"], np.int64)

@@ -17,7 +17,7 @@ Shape letters: E envs.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class VersusEvaluator(EvaluatorBase):
 
     def __init__(self, env_spec: SimulatorEnvSpec, *, envs: int, games: int, opponents: Sequence[OpponentSpec],
                  seed: int, opponent_seed: int, every_train_iters: int, stop_value: float | None = None,
-                 frame_stack: int = 1) -> None:
+                 frame_stack: int = 1, interrupt: Callable[[], bool] | None = None) -> None:
         if not opponents:
             raise ValueError("the versus evaluator needs at least one opponent")
         labels = [spec.label for spec in opponents]
@@ -46,7 +46,7 @@ class VersusEvaluator(EvaluatorBase):
         envs = min(envs, games)  # more envs than games per side would idle
         # record=True: a game's result is read from its moves' rewards (each for its mover)
         super().__init__(env_spec, envs=envs, seed=seed, every_train_iters=every_train_iters,
-                         stop_value=stop_value, frame_stack=frame_stack, record=True)
+                         stop_value=stop_value, frame_stack=frame_stack, record=True, interrupt=interrupt)
         self.opponents = list(opponents)
         self.games = games
         self.opponent_seed = opponent_seed
@@ -65,7 +65,7 @@ class VersusEvaluator(EvaluatorBase):
         self._restart(policy)
         actor = VersusActor(policy, self._opponent(k, side), np.full(self.player.num_envs, side, np.int64),
                             alternate=False)
-        result = self.player.play(actor, self.quota)
+        result = self._play(actor, self.quota)
         return [agent_return(game, side) for game in result.pieces], [ep.length for ep in result.episodes]
 
     def evaluate(self, policy: ActingPolicy) -> dict[str, float]:

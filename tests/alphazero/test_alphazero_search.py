@@ -150,3 +150,24 @@ def test_the_search_network_is_the_model_with_batchnorm_folded() -> None:
     np.testing.assert_allclose(value, ref_value.numpy(), rtol=1e-4, atol=1e-5)
     net = policy._nets.get("online")
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
+
+
+def test_the_search_counts_a_nodes_own_visits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AlphaZero's pUCT takes N = the node's own visit count below the root (SPEC §5.2), so the
+    priors steer the first descent below a new node; MuZero's default counts the children only."""
+    import lzk_mcts
+
+    seen = []
+    real = lzk_mcts.search
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen.append(args[4])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lzk_mcts, "search", spy)
+    policy, spec = _policy("tic_tac_toe", 10)
+    state = _state(spec, [])
+    view = spec.make_simulator().observe([state])
+    policy.act(view.obs, view.legal, view.to_play, mode="collect", env_ids=np.zeros(1, np.int64), states=[state])
+    assert [c.parent_visits for c in seen] == ["node"]
+    assert lzk_mcts.SearchConfig().parent_visits == "children"

@@ -9,6 +9,8 @@ with several ranks as threads (``comm.name=threads``).
   ``run.comm.average_gradients`` on a rank-specific batch;
 * the evaluator (rank 0) reports ``eval/return_mean = train_iter``;
 * ``signal_rank``/``signal_epoch`` set ``run.stop_requested`` on one rank only;
+  ``evaluator.signal_at`` makes that evaluation receive a "signal" part-way and give up
+  (``StopRequested``), as the real evaluators do;
   ``fault_rank``/``fault_at_learn`` make one rank's ``learn`` raise.
 
 Every fake records what it did in ``log`` so a test can compare ranks.
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from lzkernel import Component, ObservationValues, ReanalysableBuffer, TargetSpec, hookimpl, option
+from lzkernel import Component, ObservationValues, ReanalysableBuffer, StopRequested, TargetSpec, hookimpl, option
 
 
 @dataclass
@@ -53,6 +55,7 @@ class FakeCollectorConfig:
 class FakeEvaluatorConfig:
     every_train_iters: int = option(4, doc="Evaluate every this many train iterations.", min=1)
     stop_value: float = option(1e9, doc="Stop when train_iter (the fake return) reaches this.")
+    signal_at: int = option(-1, doc="Evaluation (1-based call) during which a signal arrives (-1: none).")
 
 
 def _env(cfg: FakeEnvConfig, run: Any) -> Any:
@@ -196,15 +199,24 @@ class FakeEvaluator:
     def __init__(self, cfg: FakeEvaluatorConfig, run: Any) -> None:
         self.cfg, self.run = cfg, run
         self.last = -1
+        self.unrecorded = -1
         self.best = -float("inf")
+        self.calls = 0  # evaluate calls, the abandoned one included
+        self.evaluated: list[int] = []  # train_iter of each completed evaluation
 
     def should_eval(self, train_iter: int) -> bool:
         if train_iter - self.last >= self.cfg.every_train_iters or self.last < 0:
-            self.last = train_iter
+            self.unrecorded, self.last = self.last, train_iter
             return True
         return False
 
     def evaluate(self, policy: Any) -> dict[str, float]:
+        self.calls += 1
+        if self.calls == self.cfg.signal_at:
+            self.run.stop_requested = True  # as the SIGTERM handler would, part-way
+            self.last = self.unrecorded
+            raise StopRequested("stop requested during a fake evaluation")
+        self.evaluated.append(self.run.train_iter)
         return {"eval/return_mean": float(self.run.train_iter)}
 
     def is_best(self, mean: float) -> bool:

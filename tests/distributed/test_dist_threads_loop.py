@@ -63,6 +63,7 @@ def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, **s
             "learn_calls": p.learn_calls, "reanalyses": trainer.buffer.reanalyses,
             "collected": trainer.collector.total, "buffer": trainer.buffer.num_transitions,
             "stop_requested": run.stop_requested, "run_dir": run.dir, "last_eval": trainer.last_eval,
+            "evaluator": trainer.evaluator, "progress": trainer._progress,
             "params": [t.detach().clone() for t in p.model.parameters()],
             "buffers": [t.detach().clone() for t in p.model.buffers()],
             "target": [t.detach().clone() for t in p.target_model.state_dict().values()],
@@ -126,3 +127,26 @@ def test_one_rank_raising_releases_the_others(tmp_path: Path) -> None:
         _train(tmp_path, ["policy.fault_rank=3"], timeout_s=20)
     assert time.monotonic() - t0 < 10  # released at once, not after the 20 s deadline
     assert info.value.rank == 3 and isinstance(info.value.__cause__, ValueError)
+
+
+def test_a_signal_during_an_evaluation_stops_every_rank_before_the_next_collect(tmp_path: Path) -> None:
+    """Evaluations at 0 (eval_at_start), 4 and 8; the one at 8 receives the signal part-way and
+    gives up (rank 0). Every rank stops there: no further collect or update, the evaluator's
+    state as before that evaluation (8 is due again after a resume), and the epoch's decisions
+    after its last update left untaken in the checkpointed progress."""
+    res = _train(tmp_path, evaluator={"every_train_iters": 4, "signal_at": 3})
+    _agree(res, "train_iter", "env_steps", "epoch", "learn_calls")
+    ev = res[0]["evaluator"]
+    assert ev.calls == 3 and ev.evaluated == [0, 4] and ev.last == 4 and res[0]["stop_requested"]
+    assert res[0]["train_iter"] == 8 and res[0]["last_eval"] == 4.0
+    assert [r["collected"] for r in res] == [3 * (5 + 4 * r) for r in range(W)]  # 3 collects, not 4
+    assert res[0]["progress"] == (4, 4, False)
+
+
+def test_eval_at_start_false_skips_the_evaluation_at_iteration_0(tmp_path: Path) -> None:
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+    off = _train(tmp_path / "off", ["run.max_train_iters=12", "trainer.eval_at_start=false"])
+    on = _train(tmp_path / "on", ["run.max_train_iters=12"])
+    assert on[0]["evaluator"].evaluated == [0, 4, 8, 12]
+    assert off[0]["evaluator"].evaluated == [4, 8, 12]

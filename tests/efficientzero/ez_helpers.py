@@ -45,7 +45,7 @@ def path_model(model: torch.nn.Module, obs: np.ndarray, horizon: int, value_supp
     LightZero's per-node rule (a node at depth d continues its parent's state; it stores a zero
     state, ``is_reset``, when d % H == 0; its reward is its prefix minus its parent's, or its
     prefix when the parent is the root or reset). Single rows of the folded eval network."""
-    net = fold_batchnorm(model)
+    net = fold_batchnorm(model, drop=(model.ssl,))
 
     def run(path: Sequence[int]) -> tuple[float, float, np.ndarray]:
         with torch.inference_mode():

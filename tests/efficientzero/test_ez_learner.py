@@ -106,3 +106,20 @@ def test_numba_step_agrees_with_torch_across_resets() -> None:
     for got, ref in zip(outs["numba"], outs["torch"]):
         ref = np.asarray(ref, np.float64)
         assert np.all(np.abs(np.asarray(got, np.float64) - ref) <= 2e-5 * np.maximum(1.0, np.abs(ref)))
+
+
+def test_a_nonfinite_loss_raises_or_skips_the_step() -> None:
+    """RELIABILITY R7 for EfficientZero: a NaN value-prefix target raises by default; with
+    ``on_nonfinite: skip`` the step changes nothing of the model and is reported."""
+    from lzk_common.learner import NonFiniteLossError
+
+    batch = _batch(2)
+    batch.target_value_prefix[0, 0] = np.nan
+    with pytest.raises(NonFiniteLossError):
+        make_policy().learn(batch)
+    pol = make_policy(on_nonfinite="skip")
+    before = {k: v.clone() for k, v in pol.model.state_dict().items()}
+    metrics, _ = pol.learn(batch)
+    assert metrics["train/skipped_nonfinite"] == 1.0
+    assert all(torch.equal(before[k], v) for k, v in pol.model.state_dict().items())
+    assert pol.learn(_batch(2, seed=1))[0]["train/skipped_nonfinite"] == 0.0

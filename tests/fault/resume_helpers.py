@@ -34,16 +34,25 @@ TINY: dict[str, list[str]] = {
 COMMON = ["run.threads=1", "run.progress=false", "run.log_every=5", "run.checkpoint_every=1000",
           "run.max_env_steps=100000", "policy.num_simulations=6", "policy.batch_size=32", "evaluator.envs=2",
           "evaluator.episodes=2", "evaluator.every_train_iters=10", "evaluator.stop_value=1e9"]
+#: AlphaZero on tic-tac-toe against bots: the versus evaluator plays games, not episodes, and the
+#: collector plays the random bot (its opponent is rebuilt from its seed at every collect).
+TINY["tictactoe_alphazero_versus"] = [
+    "policy.eval_num_simulations=6", "policy.model.channels=8", "collector.name=versus", "collector.envs=2",
+    "collector.n_episode=2", "+collector.opponent={name: random}", "update_schedule.updates_per_collect=10"]
+_COMMON_OF = {"tictactoe_alphazero_versus": [*COMMON[:7], "evaluator.envs=2", "evaluator.games=2",
+                                             "evaluator.every_train_iters=10", "evaluator.opponents=[{name: random}]"]}
+_CONFIG_OF = {"tictactoe_alphazero_versus": "tictactoe_alphazero"}
 
 #: Metrics and state entries that measure time or memory, not the computation.
 _VOLATILE_PREFIXES = ("time/", "sys/")
-_VOLATILE_SUFFIXES = ("seconds", "_ms", "/ms", "steps_per_second", "network_share")
+_VOLATILE_SUFFIXES = ("seconds", "_ms", "/ms", "steps_per_second", "_share")
 _VOLATILE_STATE = ("timer",)
 
 
 def run(stem: str, out_dir: Path, *extra: str, resume: bool = False, timeout: float = 300) -> None:
     """``lzkernel run configs/<stem>.yaml`` with the tiny overrides (and ``--resume auto``)."""
-    args = ["run", REPO / "configs" / f"{stem}.yaml", f"run.out_dir={out_dir}", *COMMON, *TINY[stem], *extra]
+    args = ["run", REPO / "configs" / f"{_CONFIG_OF.get(stem, stem)}.yaml", f"run.out_dir={out_dir}",
+            *_COMMON_OF.get(stem, COMMON), *TINY[stem], *extra]
     if resume:
         args += ["--resume", "auto"]
     proc = lzk(args, REPO, fault_env(), timeout=timeout)

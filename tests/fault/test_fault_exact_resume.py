@@ -9,9 +9,10 @@ also has to finish the interrupted epoch. The runs load numba's fast-math search
 its cache, never compile them in process (``lzk_common.numba_cache.ensure_cached``: a cold
 cache is filled by a subprocess first), so a cold cache cannot make the first run differ.
 
-The default run covers ReZero (episode collector, whole-buffer reanalysis; K + resume + K) and
-UniZero (segment collector: unfinished pieces, cutter tails, per-env histories; resumed from
-the periodic checkpoint at K of the 2K run, as after a crash); the other combinations, MuZero,
+The default run covers ReZero (episode collector, whole-buffer reanalysis; K + resume + K),
+AlphaZero against a bot (versus collector and evaluator; K + resume + K) and UniZero (segment
+collector: unfinished pieces, cutter tails, per-env histories; resumed from the periodic
+checkpoint at K of the 2K run, as after a crash); the other combinations, MuZero,
 EfficientZero and a SIGTERM at a random point are ``slow``.
 """
 from __future__ import annotations
@@ -48,6 +49,14 @@ def test_rezero_resumes_exactly(tmp_path: Path) -> None:
     _episode_state_saved(split, K)
     _assert_exact(straight, split, 2 * K)
     assert any("reanalyze/calls" in r for r in rh.metrics(split) if r["train_iter"] > K)
+
+
+def test_alphazero_against_a_bot_resumes_exactly(tmp_path: Path) -> None:
+    """AlphaZero on tic-tac-toe with the versus collector (games against the random bot) and the
+    versus evaluator: the bots' moves after the resume are the uninterrupted run's."""
+    straight, split = rh.straight_and_split("tictactoe_alphazero_versus", tmp_path, K)
+    _episode_state_saved(split, K)
+    _assert_exact(straight, split, 2 * K)
 
 
 def test_unizero_resumes_exactly_from_a_periodic_checkpoint(tmp_path: Path) -> None:

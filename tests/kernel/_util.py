@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 #: Hard limit of one CLI subprocess (a run of the demo trainer takes ~4 s, mostly importing torch).
 TIMEOUT = 90
-HEAVY_MODULES = ("torch", "gymnasium", "tensorboardX")
+HEAVY_MODULES = ("torch", "gymnasium", "tensorboardX", "numba")
 
 
 def clean_env(*paths: str | Path, **extra: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ import pytest
 import lzkernel
 from lzkernel.cli import main
 
-from ._util import HEAVY_MODULES, assert_config_error, assert_no_traceback, clean_env, demo_config, lzk
+from ._util import HEAVY_MODULES, REPO, assert_config_error, assert_no_traceback, clean_env, demo_config, lzk
 
 
 def test_version_prints_version_and_registered_plugins(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
@@ -55,10 +55,13 @@ def _probe(argv: list[str], env: dict[str, str], cwd: Path) -> dict:
     return json.loads(line[len("PROBE "):])
 
 
-@pytest.mark.parametrize("command", ["import-only", "config", "config-explain", "plugins", "plugins-json"])
+@pytest.mark.parametrize("command", ["import-only", "config", "config-explain", "config-rezero", "config-rezero-explain",
+                                     "plugins", "plugins-json"])
 def test_config_and_plugins_do_not_import_torch(command: str, plugin_site: SimpleNamespace, tmp_path: Path) -> None:
     cfg = str(demo_config(tmp_path / "demo.yaml", tmp_path / "out"))
+    real = str(REPO / "configs" / "cartpole_rezero.yaml")  # the first-party trainer's and policy's schemas
     argv = {"import-only": [], "config": ["config", cfg], "config-explain": ["config", cfg, "--explain"],
+            "config-rezero": ["config", real], "config-rezero-explain": ["config", real, "--explain"],
             "plugins": ["plugins"], "plugins-json": ["plugins", "--json"]}[command]
     result = _probe(argv, clean_env(plugin_site.demo), tmp_path)
     assert result["rc"] == 0

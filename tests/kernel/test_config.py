@@ -336,7 +336,11 @@ BAD_INPUTS = {
     "wrong-type": (GOOD_RUN + "trainer: {{name: demo_counter, steps_per_iter: \"ten\"}}\n", [],
                    ["trainer.steps_per_iter: expected an integer, got str 'ten'"]),
     "yaml11-yes": (GOOD_RUN + "trainer: {{name: demo_counter, steps_per_iter: yes}}\n", [],
-                   ["trainer.steps_per_iter: expected an integer, got boolean True"]),
+                   ["trainer.steps_per_iter: expected an integer, got str 'yes'"]),  # YAML 1.2: not a bool
+    "yaml11-no": ("run: {{out_dir: {out}, deterministic: no}}\ntrainer: {{name: demo_counter}}\n", [],
+                  ["run.deterministic: expected true or false, got 'no'"]),
+    "yaml11-off-override": (GOOD_RUN + "trainer: {{name: demo_counter}}\n", ["run.progress=off"],
+                            ["run.progress: expected true or false, got 'off' (from a command-line override)"]),
     "yaml11-version": ("run: {{out_dir: {out}, device: 3.10}}\ntrainer: {{name: demo_counter}}\n", [],
                        ["run.device: expected a string, got float 3.1"]),
     "out-of-range": (GOOD_RUN + "trainer: {{name: demo_counter, lr: 0}}\n", [], ["trainer.lr: must be > 0.0, got 0.0"]),
@@ -358,7 +362,9 @@ def test_bad_input_exits_2_without_traceback(case: str, plugin_site: SimpleNames
     if text is not None:
         cfg.write_text(text.format(out=tmp_path / "out"))
     proc = lzk(["run", cfg, *overrides], clean_env(plugin_site.demo), cwd=tmp_path)
-    assert_config_error(proc, *needles)
+    err = assert_config_error(proc, *needles)
+    if case != "two-problems":
+        assert len(err.splitlines()) == 1, err  # one problem, one line (file, key, what is expected)
     assert not (tmp_path / "out").exists()  # nothing was started
 
 
@@ -376,3 +382,12 @@ def test_python_tag_is_refused_and_never_runs(plugin_site: SimpleNamespace, tmp_
     assert_config_error(proc, "value is not valid YAML")
     assert not sentinel.exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_booleans_are_yaml_1_2() -> None:
+    """Only true/false are booleans; YAML 1.1's yes/no/on/off stay text (the Norway problem)."""
+    from lzkernel.config.strict_yaml import parse
+
+    got = parse("a: yes\nb: no\nc: On\nd: true\ne: FALSE\nf: True\ncountry: NO\n")
+    assert got == {"a": "yes", "b": "no", "c": "On", "d": True, "e": False, "f": True, "country": "NO"}
+    assert yaml.safe_load("a: yes")["a"] is True  # PyYAML's own loader is untouched

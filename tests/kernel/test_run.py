@@ -2,6 +2,8 @@
 dispatch, run directory, metrics, TensorBoard, checkpoints, resume, SIGTERM and seeding."""
 from __future__ import annotations
 
+import logging
+
 import json
 import platform
 import shutil
@@ -194,6 +196,29 @@ def test_resume_from_an_explicit_older_checkpoint(demo_path: SimpleNamespace, tm
     records = read_metrics(out2)
     assert records[0]["train_iter"] == 6
     assert without_wall_time(records) == without_wall_time([r for r in read_metrics(out) if r["train_iter"] > 5])
+
+
+def test_rewinding_a_run_sets_its_later_checkpoints_aside(demo_path: SimpleNamespace, tmp_path: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Train to 20 (checkpoints 10, 15, 20), rewind into the same run dir from step 10 up to 12:
+    steps 15 and 20 belong to the abandoned history and are moved aside (not deleted), so a
+    later --resume auto continues the new history from 12, and the rotation keeps 12."""
+    out = tmp_path / "out"
+    cfg = demo_config(tmp_path / "demo.yaml", out, run={"keep_last": 3})
+    assert _run(cfg) == 0
+    ckpt = out / "ckpt"
+    assert sorted(p.name for p in ckpt.glob("step_*")) == [f"step_{s:012d}" for s in (10, 15, 20)]
+    with caplog.at_level(logging.WARNING):
+        assert _run(cfg, "run.max_train_iters=12", "--resume", str(ckpt / "step_000000000010")) == 0
+    assert "were moved into" in caplog.text
+    assert sorted(p.name for p in ckpt.glob("step_*")) == [f"step_{s:012d}" for s in (10, 12)]
+    aside = list(ckpt.glob("abandoned-*"))
+    assert len(aside) == 1 and sorted(p.name for p in aside[0].iterdir()) == [f"step_{s:012d}" for s in (15, 20)]
+    before = len(read_metrics(out))
+    assert _run(cfg, "run.max_train_iters=14", "--resume", "auto") == 0
+    # Continued from 12 (from 20 the budget of 14 would have been spent: nothing logged).
+    assert {r["train_iter"] for r in read_metrics(out)[before:]} == {13, 14}
+    assert sorted(p.name for p in ckpt.glob("step_*")) == [f"step_{s:012d}" for s in (10, 12, 14)]
 
 
 def test_resume_auto_skips_a_corrupt_latest(demo_path: SimpleNamespace, tmp_path: Path,

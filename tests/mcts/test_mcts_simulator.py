@@ -171,3 +171,34 @@ def test_the_player_to_move_comes_from_the_node() -> None:
     n0, n1 = res.visit_counts[0].tolist()
     assert n0 > 2 * n1  # Q(root, 0) = +0.5, Q(root, 1) = −0.5 for player 1
     assert res.root_value[0] == pytest.approx((0.5 * n0 - 0.5 * n1) / 31)
+
+
+@pytest.mark.parametrize("parent_visits, expected", [("node", 7), ("children", 0)])
+def test_the_first_descent_below_a_new_node_follows_its_priors(parent_visits: str, expected: int) -> None:
+    """A root with one legal move; the node it leads to puts all its prior on action 7. On the
+    second simulation the search goes below that node for the first time: with N = the node's own
+    visits (1, its expansion; LightZero's AlphaZero) the prior decides and action 7 is expanded;
+    with N = its children's visits (0; LightZero's MuZero) the exploration term is 0 for every
+    child, all tie at the unvisited value, and the first legal action is taken."""
+    A = 9
+    steps: list[tuple[int, int]] = []
+
+    def step(parent_slot: np.ndarray, action: np.ndarray, child_slot: np.ndarray) -> StepOutput:
+        steps.extend(zip(parent_slot.tolist(), action.tolist()))
+        n = len(parent_slot)
+        logits = np.full((n, A), -20.0, np.float32)
+        logits[:, 7] = 20.0
+        return StepOutput(reward=np.zeros(n, np.float32), value=np.zeros(n, np.float32), prior_logits=logits)
+
+    legal = np.zeros((1, A), bool)
+    legal[0, 3] = True
+    lzk_mcts.search(step, np.zeros((1, A), np.float32), legal, np.array([1]),
+                    SearchConfig(num_simulations=2, parent_visits=parent_visits, **AZ), np.random.default_rng(0),
+                    add_noise=False, deterministic=True)
+    assert steps == [(0, 3), (1, expected)]  # slot 1 = node 1 of the single tree
+
+
+
+def test_parent_visits_is_checked() -> None:
+    with pytest.raises(ValueError, match="parent_visits"):
+        SearchConfig(parent_visits="parent")

@@ -117,7 +117,7 @@ def test_dense_matches_torch_linear(n: int, k: int, n_out: int) -> None:
 def _folded(cfg: MuZeroModelConfig, seed: int, num_actions: int = 3, std: float = 0.3) -> torch.nn.Module:
     model = build_model(cfg, (4,), num_actions)
     randomize(model, seed=seed, std=std)
-    return fold_batchnorm(model)
+    return fold_batchnorm(model, drop=(model.ssl,))
 
 
 CASES = {

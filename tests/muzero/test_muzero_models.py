@@ -89,7 +89,7 @@ def test_folded_bn_equals_eval_mode(kind: str) -> None:
         cfg, obs_shape = small_model_cfg(res_connection_in_dynamics=(kind == "mlp")), (4,)
     model = build_model(cfg, obs_shape, 3)
     randomize(model, seed=1)
-    folded = fold_batchnorm(model)
+    folded = fold_batchnorm(model, drop=(model.ssl,))
     assert not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in folded.modules())
     assert folded.ssl is None and model.ssl is not None  # the live model keeps its SSL heads
     obs = torch.randn(6, *obs_shape)
@@ -104,7 +104,7 @@ def test_folded_bn_equals_eval_mode(kind: str) -> None:
 def test_fused_mlp_equals_eval_mode() -> None:
     model = build_model(small_model_cfg(), (4,), 3)
     randomize(model, seed=2)
-    folded = fold_batchnorm(model)
+    folded = fold_batchnorm(model, drop=(model.ssl,))
     assert FusedMLPRecurrent.supports(folded) and not FusedMLPRecurrent.supports(model)
     s, a = torch.randn(7, 16), torch.tensor([0, 1, 2, 0, 1, 2, 2])
     with torch.no_grad():

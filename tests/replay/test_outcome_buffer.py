@@ -100,3 +100,15 @@ def test_state_round_trip_keeps_the_newest_positions() -> None:
     small = OutcomeBuffer(capacity=3, obs_shape=(2,), num_actions=A)
     small.load_state_dict(meta, arrays)
     assert small.num_transitions == 3 and sorted(small.ids.tolist()) == [5, 6, 7]
+
+
+def test_a_game_longer_than_the_capacity_keeps_its_newest_positions_in_fifo_order() -> None:
+    """A 6-move game into a 4-slot buffer keeps its moves 2–5 (ids 2–5); the next game's single
+    position then replaces the oldest stored one (id 2), not a newer one."""
+    buf = OutcomeBuffer(capacity=4, obs_shape=(2,), num_actions=A)
+    buf.push([_game([0] * 6, [1, 2] * 3 + [1])])
+    assert sorted(buf.ids.tolist()) == [2, 3, 4, 5]
+    np.testing.assert_array_equal(buf.obs[buf.ids % 4, 0], buf.ids)  # obs[t] = t: id = move index
+    buf.push([_game([1], [1, 2], start=100.0)])
+    assert sorted(buf.ids.tolist()) == [3, 4, 5, 6]
+    assert buf.obs[6 % 4, 0] == 100.0 and buf.obs[buf.ids % 4][:, 0].tolist().count(100.0) == 1

@@ -411,3 +411,20 @@ def test_unizero_buffer_is_registered_and_its_config_validates() -> None:
     assert buf.reanalyze_partition == 1.0 and buf.segments_per_reanalysis == 16  # ceil(160 / (50 // 5))
     with pytest.raises(ValueError):
         make_seq(reanalyze_partition=0.0)
+
+
+def test_capacity_is_a_hard_limit_over_many_pushes() -> None:
+    """RELIABILITY R6 for UniZero's buffer: capacity counts transitions, and however many
+    episodes of whatever lengths arrive, the stored count never exceeds it (oldest segments go
+    first), nor does the store's slot count grow past what the capacity needs."""
+    buf = make_seq(capacity=57, segment_length=10)
+    rng = np.random.default_rng(5)
+    peak, slots = 0, set()
+    for ep in range(60):
+        buf.push([traj(int(rng.integers(1, 40)), ep=ep)])
+        peak = max(peak, buf.num_transitions)
+        slots.add(buf.store.num_slots)
+    assert peak <= 57 and buf.num_transitions > 57 - 10
+    # At most `capacity` live segments (one transition each at worst), in a doubling store:
+    # bounded by the capacity, not by the 60 episodes pushed.
+    assert max(slots) <= 2 * 57 and len(buf.store.live_slots()) <= 57

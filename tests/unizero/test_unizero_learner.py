@@ -83,3 +83,27 @@ def test_learner_fits_a_fixed_batch():
     for _ in range(40):
         last = learner.step(batch)[0]["train/loss_total"]
     assert last < 0.7 * first
+
+
+def test_a_nonfinite_loss_raises_or_skips_the_step():
+    """RELIABILITY R7 for UniZero's learner: a NaN target raises by default; with
+    ``on_nonfinite: skip`` the step changes no weight (nor the EMA target) and is reported."""
+    import pytest
+
+    from lzk_common.learner import NonFiniteLossError
+
+    support = DiscreteSupport(-10, 11)
+    batch = _batch(np.random.default_rng(2))
+    batch.target_value[0, 0] = np.nan
+    with pytest.raises(NonFiniteLossError):
+        Learner(*_pair(_policy_cfg()), _policy_cfg(), support, support).step(batch)
+    cfg = _policy_cfg(on_nonfinite="skip")
+    model, target = _pair(cfg)
+    learner = Learner(model, target, cfg, support, support)
+    before = copy.deepcopy(model.state_dict()), copy.deepcopy(target.state_dict())
+    metrics, prio = learner.step(batch)
+    assert metrics["train/skipped_nonfinite"] == 1.0 and learner.steps == 0
+    for now, then in zip((model.state_dict(), target.state_dict()), before):
+        assert all(torch.equal(then[k], v) for k, v in now.items())
+    metrics, _ = learner.step(_batch(np.random.default_rng(3)))
+    assert metrics["train/skipped_nonfinite"] == 0.0 and learner.steps == 1

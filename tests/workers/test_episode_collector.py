@@ -10,7 +10,7 @@ from worker_fakes import FakeEnvSpec, RecordingPolicy, StubRun, default_length
 from lzkernel.config.schema import validate
 from lzk_workers.collector import EpisodeCollector
 from lzk_workers.plugin import EpisodeCollectorConfig, make_episode_collector
-from lzk_workers.rollout import balanced_quotas
+from lzk_workers.rollout import NonFiniteEnvOutput, balanced_quotas
 
 
 def make(spec: FakeEnvSpec, envs: int = 3, n_episode: int = 7, frame_stack: int = 1) -> EpisodeCollector:
@@ -175,3 +175,28 @@ def test_n_episode_override(spec: FakeEnvSpec) -> None:
     assert [int(t.obs[0, 1]) for t in trajs if t.env_id == 2] == [0, 1]  # env 2 starts at episode 0
     with pytest.raises(ValueError, match="n_episode"):
         col.collect(RecordingPolicy(), temperature=1.0, epsilon=0.0, n_episode=0)
+
+
+@pytest.mark.parametrize("field, where", [("reward", "reward"), ("obs", "observation")])
+def test_a_non_finite_env_output_stops_the_collect_before_any_trajectory(field: str, where: str) -> None:
+    """Whatever env plugin returns a NaN (here the scripted env at env 1's 3rd step), the player
+    raises naming the env id, the row and the field; no trajectory carries it."""
+
+    class NaNEnv(FakeEnvSpec):
+        def make_vector(self, num_envs: int, seed: int):  # noqa: ANN201
+            venv = super().make_vector(num_envs, seed)
+            step = venv.step
+
+            def poisoned(actions, active=None):  # noqa: ANN001, ANN202
+                batch = step(actions, active)
+                if venv.steps_per_env[1] == 3:
+                    bad = getattr(batch, field)
+                    bad[1] = np.nan
+                return batch
+
+            venv.step = poisoned
+            return venv
+
+    col = make(NaNEnv(length=lambda i, k: 50), envs=2, n_episode=2)
+    with pytest.raises(NonFiniteEnvOutput, match=rf"env 'fake' \(env index 1\) returned a non-finite {where}"):
+        col.collect(RecordingPolicy(), temperature=1.0, epsilon=0.0)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from worker_fakes import FakeEnvSpec, RecordingPolicy, StubRun, default_length
 
+from lzkernel import StopRequested
 from lzk_workers.evaluator import EpisodeEvaluator, evaluation_seed
 from lzk_workers.plugin import EpisodeEvaluatorConfig, make_episode_evaluator
 
@@ -103,3 +104,31 @@ def test_factory(spec: FakeEnvSpec) -> None:
     policy = RecordingPolicy()
     ev.evaluate(policy)
     assert policy.calls[0]["obs"].shape == (3, 6)  # frame_stack reaches the acting observations
+
+
+def test_a_stop_signal_abandons_the_evaluation_and_it_is_due_again(spec: FakeEnvSpec) -> None:
+    """The run's stop flag, read before every step, raises StopRequested part-way: nothing is
+    counted, the iteration should_eval recorded is due again, and the next evaluate plays
+    evaluation 0 from fresh envs as if the abandoned one never ran."""
+    run = StubRun()
+    ev = make_episode_evaluator(EpisodeEvaluatorConfig(every_train_iters=200), run, env_spec=spec, frame_stack=1)
+    steps = 0
+
+    class Signalled(RecordingPolicy):
+        def act(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            nonlocal steps
+            steps += 1
+            if steps == 3:
+                run.stop_requested = True  # what the SIGTERM handler does
+            return super().act(*args, **kwargs)
+
+    assert ev.should_eval(0) and not ev.should_eval(0)
+    with pytest.raises(StopRequested):
+        ev.evaluate(Signalled())
+    assert steps == 3 and ev.evaluations == 0 and ev.state_dict()["last_eval_iter"] == -1
+    run.stop_requested = False  # a resumed run
+    assert ev.should_eval(0)
+    replayed = ev.evaluate(RecordingPolicy())
+    fresh = make(FakeEnvSpec()).evaluate(RecordingPolicy())
+    assert replayed["eval/index"] == 0 and replayed["eval/return_mean"] == fresh["eval/return_mean"]
+    assert spec.made[-1].seed == evaluation_seed(ev.seed, 0)

@@ -105,11 +105,31 @@ def test_random_warm_up_and_resume(ttt: OpenSpielEnvSpec) -> None:
     assert other.agent_player.tolist() == [1, 1] and other.total_episodes == 3
 
 
+def test_a_resumed_collector_meets_the_same_opponent(ttt: OpenSpielEnvSpec) -> None:
+    """Collect, save, collect again; a new collector loaded from the save plays the second
+    collect's games move for move: the random bot of collect n is rebuilt from (seed, n), so its
+    state need not be saved. Its moves differ from one collect to the next."""
+    col = collector(ttt, envs=2, n_episode=2, opponent="random")
+    first, _ = col.collect(FirstLegalAgent(), temperature=1.0, epsilon=0.0)
+    state, (meta, arrays) = col.state_dict(), col.episode_state()
+    second, _ = col.collect(FirstLegalAgent(), temperature=1.0, epsilon=0.0)
+    other = collector(ttt, envs=2, n_episode=2, opponent="random")
+    other.load_state_dict(state)
+    other.load_episode_state(meta, arrays)
+    resumed, _ = other.collect(FirstLegalAgent(), temperature=1.0, epsilon=0.0)
+    assert [g.actions.tolist() for g in resumed] == [g.actions.tolist() for g in second]
+    assert state["collects"] == 1 and other.collects == col.collects == 2
+    games = [[g.actions.tolist() for g in c.collect(FirstLegalAgent(), temperature=1.0, epsilon=0.0)[0]]
+             for c in (col, other) for _ in range(3)]
+    assert games[:3] == games[3:] and len({str(g) for g in games[:3] + [[x.actions.tolist() for x in first]]}) > 1
+
+
 def test_factory_seeds_the_opponent_from_the_run(ttt: OpenSpielEnvSpec) -> None:
     spec, run = ScriptedSpec(ttt), StubRun(seed=3)
     cfg = VersusCollectorConfig(envs=2, n_episode=4, opponent={"name": "mcts", "simulations": 5})
     col = make_versus_collector(cfg, run, env_spec=spec, frame_stack=1)
-    assert spec.made == [("mcts", {"simulations": 5}, run.seed("collector", "opponent", 0))]
+    first = int(np.random.SeedSequence([run.seed("collector", "opponent", 0), 0]).generate_state(1)[0])
+    assert spec.made == [("mcts", {"simulations": 5}, first)]  # collect n's opponent: (the run's seed, n)
     assert col.n_episode == 4 and col.player.num_envs == 2
     with pytest.raises(ValueError, match="needs frame_stack 1, got 4"):
         make_versus_collector(cfg, run, env_spec=spec, frame_stack=4)

@@ -137,6 +137,7 @@ class StubRun:
     """The parts of the kernel's RunContext that worker factories use."""
 
     rank = 0
+    stop_requested = False  # set by a test: the "signal" the evaluators' interrupt reads
 
     def __init__(self, seed: int = 0) -> None:
         self.root = seed
