@@ -9,8 +9,6 @@ then backward, gradient averaging over ranks, clipping, the optimizer step (lzk_
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from torch import nn
@@ -18,6 +16,7 @@ from torch import nn
 from lzk_alphazero.config import AlphaZeroPolicyConfig
 from lzk_common.learner import AverageGradients, LearnerBase, build_optimizer, finite_priorities
 from lzk_common.losses import entropy, soft_cross_entropy
+from lzkernel import Batch
 
 #: Logit of an illegal action in the loss: exp() of it is 0 in float32, and 0·it stays finite.
 ILLEGAL_LOGIT = -1e4
@@ -31,7 +30,7 @@ class AlphaZeroLearner(LearnerBase):
         super().__init__(build_optimizer(model, cfg), cfg.on_nonfinite, average_gradients)
         self.model, self.cfg = model, cfg
 
-    def step(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
+    def step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:
         """One update on a K = 0 batch (:class:`lzkernel.Batch`) → (metrics ``train/*``, priorities [B])."""
         device = next(self.model.parameters()).device
         obs = torch.as_tensor(np.asarray(batch.obs)[:, 0], dtype=torch.float32, device=device)  # [B, *O]

@@ -12,7 +12,7 @@ from lzk_loop import loop_check
 from lzkernel import Component, SimulatorEnvSpec, hookimpl
 
 
-def make_policy(cfg: AlphaZeroPolicyConfig, run: Any, *, env_spec: Any) -> Any:
+def make_policy(cfg: AlphaZeroPolicyConfig, run: Any, *, env_spec: SimulatorEnvSpec) -> Any:
     """Build an :class:`~lzk_alphazero.policy.AlphaZeroPolicy` on ``run.device`` (policy RNG seeded
     with ``run.seed("policy", run.rank)``; gradients averaged over ranks)."""
     from lzk_alphazero.policy import AlphaZeroPolicy

@@ -30,7 +30,7 @@ from lzk_common.acting import torch_threads, visit_distribution
 from lzk_common.inference import fold_batchnorm
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.symmetry import batch_symmetries
-from lzkernel import ActResult, ConfigError, SimulatorEnvSpec
+from lzkernel import ActResult, Batch, ConfigError, SimulatorEnvSpec
 
 
 class AlphaZeroPolicy(SearchPolicyBase):
@@ -78,7 +78,7 @@ class AlphaZeroPolicy(SearchPolicyBase):
         return out
 
     def search(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, states: Sequence[Any], sims: int, *,
-               add_noise: bool, deterministic: bool) -> tuple[Any, np.ndarray, dict[str, float]]:
+               add_noise: bool, deterministic: bool) -> tuple[lzk_mcts.SearchResult, np.ndarray, dict[str, float]]:
         """One batched search of E roots → (SearchResult, network values at the roots [E],
         ``search/...`` metrics: ms, and the shares of the network, the simulator and the tree)."""
         t0 = time.perf_counter()
@@ -126,7 +126,7 @@ class AlphaZeroPolicy(SearchPolicyBase):
                          np.asarray(result.root_value, dtype=np.float32), pred_value.astype(np.float32), metrics)
 
     # -- learning ------------------------------------------------------------------------------
-    def learn(self, batch: Any) -> tuple[dict[str, float], np.ndarray]:
+    def learn(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:
         """One learner step on a K = 0 batch (each position under a random symmetry of the game
         when ``augment_symmetries``) → (metrics ``train/*``, priorities [B])."""
         out = self.learner.step(batch if self.symmetries is None else self.symmetries(batch))
