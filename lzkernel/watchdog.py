@@ -3,8 +3,9 @@
 Multi-rank runs name a hung rank through the collectives' timeouts and heartbeats
 (:mod:`lzkernel.heartbeat`); a single process has no peer to notice that it stopped. So the run
 context keeps a :class:`StallWatchdog` while it runs. The work reports progress with
-:func:`progressed` (the episode players at every env step, the loop at every update, the run
-context at every metrics record and checkpoint), and when none came for
+:func:`progressed` (the episode players at every env step, the loop at every update, the
+reanalysis at every search call, a resumed env at every replayed step, the run context at every
+metrics record and checkpoint), and when none came for
 ``run.stall_timeout_s`` seconds, a daemon thread prints one line naming where the main thread is
 (``file:line in function``: the env's ``step`` of a hung env), then every thread's stack, and ends
 the process with exit code 1. The last committed checkpoint is what remains, as after any crash;

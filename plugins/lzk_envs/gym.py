@@ -20,7 +20,8 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
-from lzkernel import ConfigError, FrameCallback, LzkernelError, StepBatch, generator_state, set_generator_state
+from lzkernel import (ConfigError, FrameCallback, LzkernelError, StepBatch, generator_state, progressed,
+                      set_generator_state)
 from lzk_envs.vector import check_step_args, check_restored
 
 
@@ -336,6 +337,7 @@ class GymVectorEnv:
             actions = arrays["actions"][ends[i] - arrays["lengths"][i]: ends[i]]
             for a in actions:
                 obs, _, term, trunc, info = env.step(int(a))
+                progressed()  # a long replay (Atari: the game since its seeded reset) is progress
                 if term or trunc:  # replay_from="seed": the next episode of the same env
                     obs, info = env.reset()
             self._obs[i], self._legal[i] = self._check_obs(i, obs), self._mask(i, info)

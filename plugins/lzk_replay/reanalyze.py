@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from lzk_replay.storage import SegmentStore
+from lzkernel import progressed
 
 #: (obs [R, *O'], legal [R, A], to_play [R], true_action [R] (-1 none), reuse_value [R] | None)
 #: -> (visit_dist [R, A] float32, root_value [R] float32)
@@ -59,6 +60,7 @@ def call_in_chunks(fn: Callable[..., tuple[np.ndarray, np.ndarray]], make_args: 
     for lo in range(0, rows, step):
         sl = slice(lo, min(lo + step, rows))
         vd, rv = fn(*make_args(sl))
+        progressed()  # a whole-buffer reanalysis is long: each search call is progress (lzkernel.watchdog)
         visits[sl], values[sl] = vd, np.asarray(rv, np.float32).reshape(-1)
         calls += 1
     return visits, values, calls
