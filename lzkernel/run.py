@@ -101,7 +101,7 @@ class RunContext:
         explicit = self._explicit_resume()
         if rundir.rank_hint() == 0:  # before anything is written, and before torch is imported
             self._lock = rundir.acquire(run_dir)
-        self._resume_path = explicit if explicit is not None else self._auto_resume(run_dir)
+        self._resume_path = explicit[0] if explicit is not None else self._auto_resume(run_dir)
         if self._resume_path is not None:
             self._check_resume_config(self._resume_path)
         if self.cfg.deterministic:
@@ -133,7 +133,7 @@ class RunContext:
             self.dir = run_dir
             self.checkpoints = CheckpointStore(store_root, self.cfg.keep_last, self.config.to_yaml())
             if explicit is not None:
-                self._set_aside_later_steps(explicit)
+                self._set_aside_later_steps(*explicit)
             self._write_run_files(torch)
         self._install_signal_handlers()
         self._watchdog = StallWatchdog(self.cfg.stall_timeout_s).start()
@@ -296,8 +296,9 @@ class RunContext:
     def resume_path(self) -> Path | None:
         return self._resume_path
 
-    def _explicit_resume(self) -> Path | None:
-        """``--resume PATH``, verified (no writes: a bad path leaves no run directory behind)."""
+    def _explicit_resume(self) -> tuple[Path, int] | None:
+        """``--resume PATH``, verified (no writes: a bad path leaves no run directory behind), and
+        the step it was saved at."""
         if self.resume is None or self.resume == "auto":
             return None
         path = Path(self.resume)
@@ -306,16 +307,15 @@ class RunContext:
         try:
             from lzkernel.checkpoint import verify
 
-            verify(path)
+            meta = verify(path)
         except CheckpointError as exc:
             raise ConfigError(f"--resume {self.resume}: {exc}") from None
-        return path
+        return path, int(meta["step"])
 
-    def _set_aside_later_steps(self, path: Path) -> None:
+    def _set_aside_later_steps(self, path: Path, step: int) -> None:
         """``--resume PATH`` to an earlier step than this run dir's newest: move the later steps
         aside (:meth:`CheckpointStore.set_aside_newer`), so that they are neither resumed by a
         later ``--resume auto`` nor counted by the rotation as this history's."""
-        step = int(json.loads((path / "meta.json").read_text(encoding="utf-8"))["step"])
         moved = self.checkpoints.set_aside_newer(step)
         if moved:
             log.warning("--resume %s: this run continues from step %d; the %d later checkpoint(s) of %s (%s ... %s) "

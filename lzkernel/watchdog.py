@@ -24,8 +24,6 @@ import threading
 import time
 from typing import Callable
 
-from lzkernel.heartbeat import where
-
 #: The exit code of a process the watchdog ended (a failure, as for an uncaught exception).
 STALL_EXIT_CODE = 1
 
@@ -47,7 +45,6 @@ class StallWatchdog:
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.fired = False
 
     def start(self) -> StallWatchdog:
         if self.timeout_s > 0 and self._thread is None:
@@ -68,7 +65,8 @@ class StallWatchdog:
             idle = time.monotonic() - _last_progress[0]
             if idle < self.timeout_s:
                 continue
-            self.fired = True
+            from lzkernel.heartbeat import where  # only now: `import lzkernel` stays without socket
+
             print(f"lzkernel: error: no progress for {idle:.0f} s (run.stall_timeout_s = {self.timeout_s:g}); "
                   f"the main thread is at {where(self._main)}; every thread's stack follows",
                   file=sys.stderr, flush=True)

@@ -5,7 +5,7 @@ No gymnasium/torch import at module level: the factories import their implementa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from lzkernel import CheckContext, Component, EnvSpec, SegmentBufferOptions, SimulatorEnvSpec, hookimpl, option
 from lzk_workers.opponents import OpponentSpec, opponent_check_problems, parse_opponent, parse_opponents
@@ -129,13 +129,18 @@ def make_segment_collector(cfg: SegmentCollectorConfig, run: Any, *, env_spec: E
                            **_openings(cfg, run))
 
 
+def _stop_flag(run: Any) -> Callable[[], bool]:
+    """The run's stop flag as an evaluator's ``interrupt`` (read between env steps)."""
+    return lambda: bool(run.stop_requested)
+
+
 def make_episode_evaluator(cfg: EpisodeEvaluatorConfig, run: Any, *, env_spec: EnvSpec, frame_stack: int) -> Any:
     """An :class:`~lzk_workers.evaluator.EpisodeEvaluator` on rank 0 (the policy is passed to each ``evaluate``)."""
     from lzk_workers.evaluator import EpisodeEvaluator
 
     return EpisodeEvaluator(env_spec, envs=cfg.envs, episodes=cfg.episodes, seed=run.seed("evaluator"),
                             every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
-                            frame_stack=frame_stack, interrupt=lambda: bool(run.stop_requested))
+                            frame_stack=frame_stack, interrupt=_stop_flag(run))
 
 
 def make_versus_collector(cfg: VersusCollectorConfig, run: Any, *, env_spec: SimulatorEnvSpec,
@@ -157,7 +162,7 @@ def make_versus_evaluator(cfg: VersusEvaluatorConfig, run: Any, *, env_spec: Sim
     return VersusEvaluator(env_spec, envs=cfg.envs, games=cfg.games, opponents=cfg.opponent_specs,
                            seed=run.seed("evaluator"), opponent_seed=run.seed("evaluator", "opponents"),
                            every_train_iters=cfg.every_train_iters, stop_value=cfg.stop_value,
-                           frame_stack=frame_stack, interrupt=lambda: bool(run.stop_requested))
+                           frame_stack=frame_stack, interrupt=_stop_flag(run))
 
 
 def check_versus_collector(ctx: CheckContext) -> list[str]:

@@ -30,16 +30,18 @@ TINY: dict[str, list[str]] = {
                          "trainer.buffer_reanalyze_freq=1", "trainer.reanalyze_min_transitions=100",
                          "buffer.reanalyze_sequences=8", "update_schedule.ratio=0.05", "collector.envs=2",
                          "collector.num_segments=2", "collector.segment_length=20", "buffer.segment_length=20"],
+    # the collector plays the random bot (its opponent is rebuilt from its seed at every collect)
+    "tictactoe_alphazero_versus": ["policy.eval_num_simulations=6", "policy.model.channels=8", "collector.name=versus",
+                                   "collector.envs=2", "collector.n_episode=2", "+collector.opponent={name: random}",
+                                   "update_schedule.updates_per_collect=10"],
 }
-COMMON = ["run.threads=1", "run.progress=false", "run.log_every=5", "run.checkpoint_every=1000",
-          "run.max_env_steps=100000", "policy.num_simulations=6", "policy.batch_size=32", "evaluator.envs=2",
-          "evaluator.episodes=2", "evaluator.every_train_iters=10", "evaluator.stop_value=1e9"]
-#: AlphaZero on tic-tac-toe against bots: the versus evaluator plays games, not episodes, and the
-#: collector plays the random bot (its opponent is rebuilt from its seed at every collect).
-TINY["tictactoe_alphazero_versus"] = [
-    "policy.eval_num_simulations=6", "policy.model.channels=8", "collector.name=versus", "collector.envs=2",
-    "collector.n_episode=2", "+collector.opponent={name: random}", "update_schedule.updates_per_collect=10"]
-_COMMON_OF = {"tictactoe_alphazero_versus": [*COMMON[:7], "evaluator.envs=2", "evaluator.games=2",
+_RUN = ["run.threads=1", "run.progress=false", "run.log_every=5", "run.checkpoint_every=1000",
+        "run.max_env_steps=100000", "policy.num_simulations=6", "policy.batch_size=32"]
+COMMON = [*_RUN, "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=10",
+          "evaluator.stop_value=1e9"]
+#: AlphaZero on tic-tac-toe against bots (TINY's last entry): its versus evaluator plays games,
+#: not episodes.
+_COMMON_OF = {"tictactoe_alphazero_versus": [*_RUN, "evaluator.envs=2", "evaluator.games=2",
                                              "evaluator.every_train_iters=10", "evaluator.opponents=[{name: random}]"]}
 _CONFIG_OF = {"tictactoe_alphazero_versus": "tictactoe_alphazero"}
 
