@@ -7,7 +7,7 @@ import numpy as np
 
 from lzk_common.symmetry import BatchSymmetries, batch_symmetries
 from lzk_envs.openspiel import OpenSpielEnvSpec
-from lzkernel import Batch
+from lzkernel import Batch, Symmetry
 
 
 def test_an_augmented_unroll_is_the_transformed_game() -> None:
@@ -55,3 +55,49 @@ def test_no_augmentation_without_symmetries() -> None:
     assert batch_symmetries(OpenSpielEnvSpec.load("breakthrough"), True, 0) is None
     assert batch_symmetries(OpenSpielEnvSpec.load("tic_tac_toe"), False, 0) is None
     assert batch_symmetries(OpenSpielEnvSpec.load("tic_tac_toe"), True, 0) is not None
+
+
+def _random_batch(rng: np.random.Generator, B: int, K: int, A: int) -> Batch:
+    return Batch(obs=rng.random((B, K + 1, A), dtype=np.float32), actions=rng.integers(0, A, (B, K)),
+                 mask=np.ones((B, K + 1), np.float32), target_reward=rng.random((B, K), dtype=np.float32),
+                 target_value=rng.random((B, K + 1), dtype=np.float32),
+                 target_policy=np.full((B, K + 1, A), 1 / A, np.float32), weights=rng.random(B, dtype=np.float32),
+                 indices=np.arange(B), to_play=-np.ones((B, K + 1), np.int64), legal=np.ones((B, K + 1, A), bool),
+                 target_value_prefix=rng.random((B, K), dtype=np.float32))
+
+
+def _flip_symmetries() -> BatchSymmetries:
+    """The identity and the reversal of a 9-cell row (observations: one value per cell)."""
+    flip = np.arange(9)[::-1].copy()
+    return BatchSymmetries([Symmetry(np.arange(9), np.arange(9)), Symmetry(flip, flip)], np.random.default_rng(0))
+
+
+def test_fields_a_symmetry_leaves_alone_are_carried_through() -> None:
+    """Every Batch field but the moved ones (obs, actions, policy targets, legal masks) is the
+    input's own: EfficientZero's value-prefix targets were once dropped here, so its first
+    learner step under augmentation raised."""
+    import dataclasses
+
+    aug = _flip_symmetries()
+    batch = _random_batch(np.random.default_rng(1), B=16, K=3, A=9)
+    out = aug(batch)
+    moved = {"obs", "actions", "target_policy", "legal"}
+    for field in dataclasses.fields(Batch):
+        if field.name not in moved:
+            assert getattr(out, field.name) is getattr(batch, field.name), field.name
+
+
+def test_efficientzero_learns_under_symmetry_augmentation() -> None:
+    import torch
+
+    from lzk_efficientzero.config import EfficientZeroModelConfig, EfficientZeroPolicyConfig
+    from lzk_efficientzero.policy import EfficientZeroPolicy
+
+    torch.set_num_threads(1)
+    aug = _flip_symmetries()
+    batch = _random_batch(np.random.default_rng(2), B=8, K=5, A=9)
+    cfg = EfficientZeroPolicyConfig(model=EfficientZeroModelConfig(latent_dim=16, lstm_hidden=8), num_simulations=2,
+                                    batch_size=8)
+    policy = EfficientZeroPolicy(cfg, (9,), 9, seed=0, symmetries=aug)
+    metrics, _ = policy.learn(batch)
+    assert np.isfinite(metrics["train/loss_value_prefix"]) and metrics["train/loss_value_prefix"] > 0

@@ -8,12 +8,13 @@ For a symmetry (obs_index, action_index) — see :class:`lzkernel.Symmetry` — 
     target_policy[k] → target_policy[k][action_index]    legal[k] likewise
     actions[k]       → σ(actions[k]), σ = action_index⁻¹ (the move that is actions[k] there)
 
-values, rewards, masks and weights are unchanged (symmetric positions have the same values).
+values, rewards, value prefixes, masks and weights are unchanged (symmetric positions have the same values).
 
 Shapes: B batch, K unroll steps, A actions, O observation shape, G symmetries.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -46,11 +47,12 @@ class BatchSymmetries:
         moved = np.take_along_axis(flat, self.obs_index[g][:, None, :], axis=2).reshape(obs.shape)
         act = self.action_index[g][:, None, :]  # [B, 1, A]
         actions = np.asarray(batch.actions)
-        return Batch(obs=moved, actions=np.take_along_axis(self.sigma[g], actions, axis=1) if actions.size else actions,
-                     mask=batch.mask, target_reward=batch.target_reward, target_value=batch.target_value,
-                     target_policy=np.take_along_axis(np.asarray(batch.target_policy), act, axis=2),
-                     weights=batch.weights, indices=batch.indices, to_play=batch.to_play,
-                     legal=np.take_along_axis(np.asarray(batch.legal), act, axis=2))
+        # replace(), not Batch(...): every field the symmetry leaves alone (values, rewards, value
+        # prefixes, masks, weights, ...) is carried through, including fields added later.
+        return replace(batch, obs=moved,
+                       actions=np.take_along_axis(self.sigma[g], actions, axis=1) if actions.size else actions,
+                       target_policy=np.take_along_axis(np.asarray(batch.target_policy), act, axis=2),
+                       legal=np.take_along_axis(np.asarray(batch.legal), act, axis=2))
 
 
 def batch_symmetries(env_spec: object, enabled: bool, seed: int) -> BatchSymmetries | None:
