@@ -278,6 +278,16 @@ def _damaged(p: Path, detail: str) -> CheckpointError:
     return CheckpointError(f"checkpoint {p} is damaged: {detail}")
 
 
+def _where_checkpoints_are(p: Path) -> str:
+    """A hint for a path given as a checkpoint that is a run directory or its ``ckpt/``."""
+    steps = sorted(p.glob("step_*"))
+    if steps:
+        return f"; its checkpoints are step directories such as {steps[-1]}"
+    if (p / "ckpt").is_dir():
+        return f"; a run directory: resume it with --resume auto and run.out_dir={p}, or name a step under {p / 'ckpt'}"
+    return ""
+
+
 def verify(path: str | Path) -> dict[str, Any]:
     """Check ``DONE``, the manifest (it lists every required file and every file present) and
     every hash; return the meta."""
@@ -285,6 +295,12 @@ def verify(path: str | Path) -> dict[str, Any]:
     if not p.is_dir():
         raise CheckpointError(f"{p} is not a checkpoint directory")
     if not (p / DONE).is_file():
+        hint = _where_checkpoints_are(p)
+        if hint or not any((p / name).exists() for name in ("state.pt", "meta.json", "manifest.json")):
+            # A run directory, its ckpt/, or none of a checkpoint's files: say what was given,
+            # not "interrupted" (a run directory holds a config.yaml too).
+            raise CheckpointError(f"{p} is not a checkpoint directory (no {DONE}, {', '.join(REQUIRED_FILES)})"
+                                  + hint)
         raise CheckpointError(f"{p} is incomplete (no {DONE} marker): it was interrupted while being written")
     try:
         manifest = json.loads((p / "manifest.json").read_text(encoding="utf-8"))

@@ -327,6 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lzkernel: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `lzkernel plugins --json | head`: the reader left; no traceback, and no second error
+        # when Python flushes stdout at exit (the conventional 128 + SIGPIPE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,12 +46,14 @@ class Series:
 
 
 def load_series(run_dir: Path, metric: str) -> Series:
-    """The records of ``run_dir/metrics.jsonl`` that hold ``metric``; ConfigError when none does."""
+    """The records of ``run_dir/metrics.jsonl`` that hold ``metric``, in logged order, without
+    those a later resume from an earlier iteration superseded; ConfigError when none does."""
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise ConfigError(f"{run_dir}: no metrics.jsonl (not a run directory of `lzkernel run`)")
     rows: list[dict[str, Any]] = []
     names: set[str] = set()
+    last_iter = -1
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
@@ -59,6 +61,13 @@ def load_series(run_dir: Path, metric: str) -> Series:
             except ValueError:
                 continue  # a line cut by a crash
             names.update(k for k in rec if "/" in k)
+            it = rec.get("train_iter")
+            if isinstance(it, int):
+                if it < last_iter:
+                    # A resume from an earlier checkpoint (a rewind, a crash, a damaged newest one
+                    # skipped): the records from this iteration on belong to an abandoned history.
+                    rows = [r for r in rows if r.get("train_iter", -1) < it]
+                last_iter = it
             if isinstance(rec.get(metric), (int, float)):
                 rows.append(rec)
     if not rows:
@@ -66,6 +75,9 @@ def load_series(run_dir: Path, metric: str) -> Series:
         raise ConfigError(f"--metric {metric}: {path} logs no such metric"
                           + (f" (similar: {', '.join(near)})" if near else f" ({len(names)} metrics logged)"))
     x = {key: np.array([float(r.get(key, np.nan)) for r in rows]) for key, _ in AXES}
+    # A resumed clock goes on from its checkpoint's wall time, which precedes what the run logged
+    # after that save (an evaluation): kept non-decreasing so that interpolation stays valid.
+    x["wall_time"] = np.fmax.accumulate(x["wall_time"])
     return Series(run_dir, x, np.array([float(r[metric]) for r in rows]))
 
 

@@ -216,7 +216,8 @@ class RunContext:
 
     @property
     def wall_time(self) -> float:
-        """Seconds since the run started."""
+        """Seconds of the run: since it started, plus, after a resume, the resumed checkpoint's
+        wall time (the time between that checkpoint and the interruption is not counted)."""
         return time.monotonic() - self._start
 
     def record(self, metrics: Mapping[str, float]) -> dict[str, Any]:
@@ -262,8 +263,10 @@ class RunContext:
             return None
         full = {"trainer": dict(state), "rng": rng_state(),
                 "counters": {"train_iter": self.train_iter, "env_steps": self.env_steps}}
+        # wall_time in the meta (not the state): a resumed run's clock continues from it, and the
+        # state stays comparable bit for bit between a straight and a resumed run.
         meta = {"train_iter": self.train_iter, "env_steps": self.env_steps, "trainer": self.config.name("trainer"),
-                "versions": self.versions()}
+                "wall_time": round(self.wall_time, 3), "versions": self.versions()}
         path = self.checkpoints.save(self.train_iter, full, arrays, meta, tag=tag)
         progressed()
         self.hooks.lzkernel_checkpoint_saved(run=self, path=path)
@@ -279,15 +282,17 @@ class RunContext:
         if self._resume_path is None:
             return None
         try:
-            state, arrays, _ = load_checkpoint(self._resume_path)
+            state, arrays, meta = load_checkpoint(self._resume_path)
             counters, rng, trainer = state["counters"], state["rng"], state["trainer"]
             train_iter, env_steps = int(counters["train_iter"]), int(counters["env_steps"])
+            elapsed = float(meta.get("wall_time", 0.0))  # absent in checkpoints before 2026-12-07
         except CheckpointError as exc:
             raise ConfigError(f"--resume: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"--resume: checkpoint {self._resume_path} is damaged: its state lacks "
                               f"{exc} (not written by lzkernel's RunContext?)") from None
         self.train_iter, self.env_steps = train_iter, env_steps
+        self._start = time.monotonic() - elapsed  # wall_time goes on from the checkpoint's
         set_rng_state(rng)
         log.info("resumed from %s (train_iter %d, env_steps %d)", self._resume_path, self.train_iter, self.env_steps)
         return trainer, arrays

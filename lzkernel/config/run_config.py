@@ -38,7 +38,11 @@ class RunConfig:
     progress: bool = option(True, doc="Show a console progress line.")
 
     def validate(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
         d = self.device
         if d not in ("cpu", "cuda", "auto") and not (d.startswith("cuda:") and d[5:].isdigit()):
-            return [("device", f"expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {d!r}")]
-        return []
+            problems.append(("device", f"expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {d!r}"))
+        if not self.out_dir.strip():
+            # `run.out_dir=$OUT` with OUT unset: the run's files would land in the working directory.
+            problems.append(("out_dir", "must not be empty (a directory path)"))
+        return problems

@@ -91,6 +91,32 @@ def test_resume_from_an_incomplete_checkpoint_exits_2(demo_path: SimpleNamespace
     assert not out.exists()
 
 
+def test_resume_given_a_run_directory_says_what_to_pass(demo_path: SimpleNamespace, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory or its ckpt/ given to --resume PATH is not "interrupted while being
+    written": the error says what it is and what to pass instead."""
+    out = tmp_path / "out"
+    cfg = demo_config(tmp_path / "demo.yaml", out, run={"max_train_iters": 5})
+    assert main(["run", str(cfg)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(cfg), "run.max_train_iters=6", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not a checkpoint directory" in err and "--resume auto" in err and "interrupted" not in err
+    assert main(["run", str(cfg), "run.max_train_iters=6", "--resume", str(out / "ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert "not a checkpoint directory" in err and "step_000000000005" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_out_dir_is_a_config_error(demo_path: SimpleNamespace, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`run.out_dir=$OUT` with OUT unset would write the run into the working directory."""
+    cfg = demo_config(tmp_path / "demo.yaml", tmp_path / "out")
+    assert main(["run", str(cfg), "run.out_dir="]) == 2
+    err = capsys.readouterr().err
+    assert "run.out_dir" in err and "must not be empty" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_option_is_an_argparse_error(tmp_path: Path) -> None:
     proc = lzk(["run"], clean_env(), cwd=tmp_path)
     assert proc.returncode == 2
@@ -104,3 +130,16 @@ def test_broken_hook_plugin_in_the_cli_is_exit_2(plugin_site: SimpleNamespace, t
         "from lzkernel import hookimpl\n\n@hookimpl\ndef lzkernel_no_such_hook():\n    pass\n")
     proc = lzk(["plugins", "-p", "bad_hooks"], clean_env(tmp_path), cwd=tmp_path)
     assert_config_error(proc, "plugin 'bad_hooks' implements an unknown hook", "lzkernel_no_such_hook")
+
+
+def test_a_closed_pipe_ends_the_listing_quietly(tmp_path: Path) -> None:
+    """`lzkernel plugins --json | head`: the reader leaves early; exit 141 without a traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "lzkernel", "plugins", "--json"], env=clean_env(),
+                            cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(1)
+    proc.stdout.close()  # what head does after its lines
+    err = proc.stderr.read().decode()
+    rc = proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert rc in (0, 141)  # 0 only if the whole listing fit in the pipe before the close

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import yaml
 
@@ -219,6 +220,29 @@ def test_rewinding_a_run_sets_its_later_checkpoints_aside(demo_path: SimpleNames
     # Continued from 12 (from 20 the budget of 14 would have been spent: nothing logged).
     assert {r["train_iter"] for r in read_metrics(out)[before:]} == {13, 14}
     assert sorted(p.name for p in ckpt.glob("step_*")) == [f"step_{s:012d}" for s in (10, 12, 14)]
+
+
+def test_a_resumed_clock_goes_on_and_plots_drop_the_abandoned_history(demo_path: SimpleNamespace,
+                                                                       tmp_path: Path) -> None:
+    """wall_time continues from the resumed checkpoint's (it restarted at 0 in every process), and
+    after a rewind `lzkernel plot` reads the new history only, not the abandoned records after
+    the rewound step (a line drawn back across the figure)."""
+    from lzkernel import plot
+
+    out = tmp_path / "out"
+    cfg = demo_config(tmp_path / "demo.yaml", out, run={"max_train_iters": 15, "keep_last": 5},
+                      trainer={"sleep_s": 0.02})
+    assert _run(cfg) == 0
+    step10 = json.loads((out / "ckpt" / "step_000000000010" / "meta.json").read_text())["wall_time"]
+    assert step10 >= 10 * 0.02
+    before = len(read_metrics(out))
+    assert _run(cfg, "run.max_train_iters=12", "--resume", str(out / "ckpt" / "step_000000000010")) == 0
+    resumed = read_metrics(out)[before:]
+    assert resumed[0]["train_iter"] == 11 and resumed[0]["wall_time"] >= step10
+    series = plot.load_series(out, "train/param")
+    iters = [int(r) for r in series.x["env_steps"] // 10]
+    assert iters == sorted(iters) and iters[-1] == 12 and max(iters) == 12  # 13-15 abandoned
+    assert np.all(np.diff(series.x["wall_time"]) >= 0)
 
 
 def test_resume_auto_skips_a_corrupt_latest(demo_path: SimpleNamespace, tmp_path: Path,
