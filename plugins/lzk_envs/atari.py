@@ -151,7 +151,9 @@ class AtariEnv(gymnasium.Env):
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._steps = 0
-        if not self._game_over:  # episodic life: continue the game after a lost life
+        # Episodic life: after a lost life (or any end short of game over) the game goes on, as
+        # LightZero's EpisodicLifeEnv; a reset with a seed, or without episodic life, starts anew.
+        if self.settings.episode_life and not self._game_over and seed is None:
             screen, _, term, trunc = self._skip(0)
             self._lives = self.ale.lives()
             if not (term or trunc):

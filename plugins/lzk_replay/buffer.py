@@ -46,7 +46,7 @@ class GameBuffer:
     def __init__(self, *, capacity: int, segment_length: int, unroll_steps: int, td_steps: int,
                  discount: float, frame_stack: int, obs_shape: Sequence[int], num_actions: int,
                  use_priority: bool = False, priority_alpha: float = 0.6, priority_beta: float = 0.4,
-                 use_max_priority_for_new_data: bool = True, reanalyze_max_roots: int = 0,
+                 use_max_priority_for_new_data: bool = False, reanalyze_max_roots: int = 0,
                  reanalyze_batch_size: int = 0, reuse_chain: str = "segment", value_prefix_horizon: int = 0,
                  frame_scale: float | None = None) -> None:
         if capacity < segment_length:
@@ -158,7 +158,8 @@ class GameBuffer:
     def sample(self, batch_size: int, rng: np.random.Generator, source: Any) -> Batch:
         """A learner batch of ``batch_size`` roots (see :class:`lzkernel.Batch`).
 
-        Roots are drawn without replacement when ``batch_size <= num_transitions``; uniformly, or
+        Rows are oldest first (by transition id). Roots are drawn without replacement when
+        ``batch_size <= num_transitions``; uniformly, or
         with probability ∝ p^α + 1e-6 and IS weights (N·P)^-β / max when ``use_priority``.
         With ``value_prefix_horizon`` H > 0 the batch carries ``target_value_prefix`` too
         (see :func:`lzk_replay.targets.value_prefix`).
@@ -170,6 +171,11 @@ class GameBuffer:
             raise ValueError(f"cannot sample {batch_size} roots from {st.num_transitions} transitions")
         flat, prob = draw(st.weights.reshape(-1), batch_size, rng)
         slots, t = np.divmod(flat, self.L)
+        # Rows oldest first, as LightZero sorts its batch: per-batch reanalysis re-searches the
+        # first rows (the most outdated targets). Slot order is age order until trimming wraps
+        # the ring of slots; then newer segments sit in lower slots.
+        age = np.argsort(st.seg_id[slots] * self.L + t, kind="stable")
+        flat, prob, slots, t = flat[age], prob[age], slots[age], t[age]
         if self.use_priority:
             weights = importance_weights(prob, st.num_transitions, self.beta)
         else:

@@ -19,7 +19,8 @@ class _SegmentBufferConfig:
     priority_alpha: float = option(0.6, doc="Priority exponent alpha.", min=0.0)
     priority_beta: float = option(0.4, doc="IS-weight exponent beta: w = (N*P)^-beta / max.", min=0.0)
     use_max_priority_for_new_data: bool = option(
-        True, doc="New transitions get the maximum stored priority; when false, |pred_value - root_value| + 1e-6.")
+        False, doc="New transitions get the maximum stored priority; when false, |pred_value - root_value| + 1e-6 "
+        "(LightZero 0.2.0's collector, whenever use_priority is on). Only read with use_priority.")
 
     def validate(self) -> list[tuple[str, str]]:
         if self.capacity < self.segment_length:

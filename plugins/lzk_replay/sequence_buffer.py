@@ -95,7 +95,7 @@ class SequenceGameBuffer(GameBuffer):
     def __init__(self, *, capacity: int, segment_length: int, unroll_steps: int, td_steps: int,
                  discount: float, frame_stack: int, obs_shape: Sequence[int], num_actions: int,
                  use_priority: bool = False, priority_alpha: float = 0.6, priority_beta: float = 0.4,
-                 use_max_priority_for_new_data: bool = True, reanalyze_partition: float = LIGHTZERO_MAX_PARTITION,
+                 use_max_priority_for_new_data: bool = False, reanalyze_partition: float = LIGHTZERO_MAX_PARTITION,
                  reanalyze_sequences: int = 160, reanalyze_batch_size: int = 256,
                  frame_scale: float | None = None) -> None:
         if not 0.0 < reanalyze_partition <= 1.0:

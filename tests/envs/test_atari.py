@@ -69,6 +69,28 @@ def test_frame_skip_max_pool_clipping_and_time_limit() -> None:
     np.testing.assert_array_equal(obs, warp_frame(np.maximum(screens[2], screens[3]), 64, True) / np.float32(255))
 
 
+def test_a_reset_mid_game_starts_a_new_game_without_episodic_life() -> None:
+    """Evaluation settings (no episodic life): a reset before game over is a fresh game with every
+    life and a no-op start, not the old game resumed; with episodic life only a seedless reset
+    continues the game (a lost life), and a seeded one starts anew."""
+    for life, seed in ((False, None), (True, 1)):
+        env = AtariEnv(AtariSettings(game="breakout", episode_life=life))
+        env.reset(seed=0)
+        full = env.ale.lives()
+        for _ in range(40):  # the game is on (not over) after 160 raw frames
+            env.step(1)
+        assert env.ale.getEpisodeFrameNumber() > 100 and not env.ale.game_over()
+        env.reset(seed=seed)
+        assert env.ale.lives() == full and env.ale.getEpisodeFrameNumber() <= 30, (life, seed)
+    env = AtariEnv(AtariSettings(game="breakout", episode_life=True))
+    env.reset(seed=0)
+    while not env.step(1)[2]:  # until the first lost life ends the episode
+        pass
+    frame = env.ale.getEpisodeFrameNumber()
+    env.reset()  # seedless with episodic life: the game goes on (one no-op step)
+    assert env.ale.getEpisodeFrameNumber() == frame + 4 and env.ale.lives() == full - 1
+
+
 def test_area_resize_matches_a_dense_area_average() -> None:
     rgb = np.random.default_rng(0).integers(0, 256, (210, 160, 3), dtype=np.uint8)
 

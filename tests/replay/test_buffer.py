@@ -79,7 +79,7 @@ def test_sampling_covers_every_transition_without_replacement() -> None:
 
 
 def test_priority_updates_land_on_the_sampled_positions() -> None:
-    buf = make_buffer(use_priority=True)
+    buf = make_buffer(use_priority=True, use_max_priority_for_new_data=True)
     buf.push([traj(35, ep=0), traj(12, ep=1, env_id=1)])
     rng = np.random.default_rng(2)
     b = buf.sample(8, rng, source(obs_value))
@@ -110,14 +110,14 @@ def test_stale_priority_updates_are_dropped_after_a_trim_reuses_the_slots() -> N
 
 
 def test_new_data_priorities() -> None:
-    buf = make_buffer(use_priority=True)
+    buf = make_buffer(use_priority=True, use_max_priority_for_new_data=True)
     buf.push([traj(5)])
     np.testing.assert_array_equal(buf.store.prio[0, :5], 1.0)  # empty buffer: 1
     b = buf.sample(5, np.random.default_rng(0), source(obs_value))
     buf.update_priorities(b.indices, np.array([0.5, 4.0, 2.0, 1.0, 0.1]))
     buf.push([traj(3, ep=1, env_id=1)])
     np.testing.assert_array_equal(buf.store.prio[1, :3], 4.0)  # the max stored priority
-    buf2 = make_buffer(use_priority=True, use_max_priority_for_new_data=False)
+    buf2 = make_buffer(use_priority=True)  # the default: LightZero 0.2.0's collector priorities
     tr = traj(12)
     buf2.push([tr])
     expected = np.abs(tr.pred_values - tr.root_values) + 1e-6
@@ -200,7 +200,7 @@ def test_plugin_registers_the_game_buffer() -> None:
     assert comp.config is GameBufferConfig and comp.doc
     cfg = GameBufferConfig()
     assert (cfg.capacity, cfg.segment_length, cfg.use_priority, cfg.priority_alpha, cfg.priority_beta,
-            cfg.use_max_priority_for_new_data) == (1_000_000, 50, False, 0.6, 0.4, True)
+            cfg.use_max_priority_for_new_data) == (1_000_000, 50, False, 0.6, 0.4, False)
     parsed, problems = validate(GameBufferConfig, {"capacity": "1e5", "use_priority": True}, "buffer")
     assert problems == [] and parsed.capacity == 100_000 and parsed.use_priority
     assert "buffer.capacity" in validate(GameBufferConfig, {"capacity": 10}, "buffer")[1][0]
@@ -233,3 +233,16 @@ def test_state_dict_keeps_the_cutters_tails_so_a_stream_continues() -> None:
         np.testing.assert_array_equal(a1[k], a2[k], err_msg=k)
     for slot in buf.store.live_slots():
         np.testing.assert_array_equal(other.store.slot_frames(slot), buf.store.slot_frames(slot))
+
+
+def test_batch_rows_are_oldest_first_after_the_slots_wrap() -> None:
+    """LightZero sorts a batch by age and reanalyses its first rows (the most outdated targets);
+    once trimming wraps the ring of slots, slot order is no longer age order."""
+    buf = make_buffer(capacity=100, segment_length=10)
+    for ep in range(38):  # only the 10 newest segments stay, in wrapped slots
+        buf.push([traj(10, ep=ep)])
+    st = buf.store
+    assert not np.all(np.diff(st.live_slots()) > 0)  # the wrap this test is about
+    batch = buf.sample(32, np.random.default_rng(0), source(obs_value))
+    assert np.all(np.diff(batch.indices) > 0)
+    assert batch.indices[0] // buf.L == min(st.live_ids()[np.isin(st.live_ids(), batch.indices // buf.L)])
