@@ -42,9 +42,13 @@ class UniZeroModelConfig:
                                "Positions count from 0 at the first token of every sequence/context.",
                                choices=("rope", "learned"))
     rope_theta: float = option(10000.0, doc="RoPE base θ.", min=1.0)
-    hidden_norm: str = option("BN", doc="Norm after the encoder's hidden layer: 'BN' (LightZero default; "
-                              "Linear init kaiming-normal) or 'LN' (Linear init xavier-uniform).",
+    hidden_norm: str = option("BN", doc="Norm after the encoder's hidden layer: 'BN' (LightZero default) or 'LN'.",
                               choices=("BN", "LN"))
+    init: str = option(
+        "scaled", doc="Weight initialisation. 'lightzero': LightZero's init_weights as it runs (every Linear and "
+        "Embedding N(0, 0.02)); 'scaled': Linear kaiming-normal (fan_out) under BN, xavier-uniform under LN, "
+        "Embedding N(0, 0.02). Both: Conv2d kaiming/xavier by the norm, biases 0, the heads' last layers 0 "
+        "(docs/algorithms/unizero.md, Initialisation).", choices=("scaled", "lightzero"))
     final_norm: str = option("LN", doc="Norm ending the encoder and the next-latent head: 'LN' or "
                              "'SimNorm' (softmax over groups of simnorm_group).", choices=("LN", "SimNorm"))
     simnorm_group: int = option(8, doc="SimNorm group size (must divide embed_dim).", min=1)

@@ -82,7 +82,10 @@ def unizero_loss(model: WorldModel, target_model: WorldModel, batch: TensorBatch
 
     if K > 1:
         with torch.no_grad():
-            z_next = target_model.encode(batch.obs[:, 1:K])  # [B, K−1, E]
+            # All K observations through the target encoder, o_0 included, then the K − 1 labels:
+            # in train mode its BatchNorm normalises with (and updates its statistics from) the
+            # same rows as LightZero's target tokenizer (world_model.compute_labels_world_model).
+            z_next = target_model.encode(batch.obs[:, :K])[:, 1:]  # [B, K−1, E]
         obs_loss, obs_ps = masked_sum_over_count(
             latent_loss(out.next_latent[:, : K - 1], z_next, weights.latent_loss), batch.mask[:, 1:K].float())
     else:  # no observation inside the sequence to predict

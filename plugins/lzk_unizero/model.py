@@ -151,19 +151,25 @@ class WorldModel(nn.Module):
 
     # --- initialisation ---------------------------------------------------------------------
     def _init_weights(self) -> None:
+        """``init: lightzero`` is LightZero's ``init_weights`` as it runs over the whole world
+        model, encoder included: its first branch catches every Linear and Embedding (N(0, 0.02),
+        biases 0), so the kaiming / xavier rule it lists for Linear is never reached and applies
+        to Conv2d only. ``init: scaled`` applies that rule to Linear too (kaiming-normal fan_out
+        under BN, xavier-uniform under LN). Norms start at 1 and 0; the heads' last layers at 0."""
         kaiming = self.cfg.hidden_norm == "BN"
+        scaled = self.cfg.init == "scaled"
         for mod in self.modules():
-            if isinstance(mod, nn.Linear):
+            if isinstance(mod, nn.Embedding) or (isinstance(mod, nn.Linear) and not scaled):
+                nn.init.normal_(mod.weight, 0.0, 0.02)
+            elif isinstance(mod, (nn.Linear, nn.Conv2d)):
                 if kaiming:
                     nn.init.kaiming_normal_(mod.weight, mode="fan_out", nonlinearity="relu")
                 else:
                     nn.init.xavier_uniform_(mod.weight)
-                if mod.bias is not None:
-                    nn.init.zeros_(mod.bias)
-            elif isinstance(mod, nn.Embedding):
-                nn.init.normal_(mod.weight, 0.0, 0.02)
             elif isinstance(mod, (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm)):
                 nn.init.ones_(mod.weight)
+                nn.init.zeros_(mod.bias)
+            if isinstance(mod, nn.Linear) and mod.bias is not None:
                 nn.init.zeros_(mod.bias)
         for head in (self.head_value, self.head_policy, self.head_reward, self.head_next_latent):
             nn.init.zeros_(head.last.weight)

@@ -76,7 +76,7 @@ def test_loss_matches_an_independent_computation():
     B, K = batch.actions.shape
     with torch.no_grad():
         seq = model.forward_sequence(tb.obs[:, :K], tb.actions)
-        z = target.encode(tb.obs[:, 1:K]).numpy()
+        z = target.encode(tb.obs[:, :K])[:, 1:].numpy()
     nl, rl, vl, pl = (x.detach().numpy().astype(np.float64) for x in (seq.next_latent, seq.reward, seq.value, seq.policy))
     m = batch.mask
     sums = {"obs": np.zeros(B), "reward": np.zeros(B), "value": np.zeros(B), "policy": np.zeros(B)}
@@ -149,3 +149,27 @@ def test_loss_gradients_reach_the_online_model_only():
     assert all(p.grad is None for p in target.parameters())
     assert model.encoder.net[0].weight.grad.abs().sum() > 0
     assert model.act_emb.weight.grad.abs().sum() > 0
+
+
+def test_the_target_encoder_normalises_over_all_k_observations():
+    """LightZero's target tokenizer encodes the K observations of the sequence and drops the first
+    (compute_labels_world_model): with BatchNorm in train mode, o_0's rows are in the statistics
+    the labels are normalised with and that the target's running statistics are updated from."""
+    cfg = tiny_cfg(dropout=0.0, hidden_norm="BN")
+    model, target = random_model(cfg, seed=1).train(), random_model(cfg, seed=2).train()
+    support = DiscreteSupport(LO, HI + 1)
+    batch = _batch(np.random.default_rng(5), B=4, K=3)
+    batch.mask[:] = 1.0
+    batch.weights = np.ones(4, np.float32)
+    batch.obs[:, 0] += 3.0  # o_0 unlike the others: leaving it out moves the BN statistics
+    tb = TensorBatch.from_batch(batch, "cpu")
+    reference = copy.deepcopy(target)
+    out = unizero_loss(model, target, tb, support, support, UniZeroLossWeights())
+    K = batch.actions.shape[1]
+    with torch.no_grad():
+        seq = model.forward_sequence(tb.obs[:, :K], tb.actions)
+        labels = reference.encode(tb.obs[:, :K])[:, 1:]
+    expected = float(((seq.next_latent[:, : K - 1] - labels) ** 2).mean())
+    assert math.isclose(float(out.obs.detach()), expected, rel_tol=1e-5)
+    for ours, ref in zip(target.buffers(), reference.buffers()):
+        torch.testing.assert_close(ours, ref)

@@ -1,6 +1,7 @@
 """World-model shapes, token layout, initialisation (SPEC §4.1) and config validation."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -48,6 +49,28 @@ def test_initialisation_zeroes_the_head_outputs():
             assert m.bias.abs().sum() == 0
         if isinstance(m, nn.LayerNorm):
             assert torch.all(m.weight == 1) and torch.all(m.bias == 0)
+
+
+@pytest.mark.parametrize("init", ["lightzero", "scaled"])
+def test_initialisation(init: str):
+    """``lightzero``: LightZero's init_weights as it runs, every Linear and Embedding N(0, 0.02)
+    (its kaiming branch for Linear is unreachable); ``scaled``: Linear kaiming-normal fan_out
+    under BN. Both: Embedding N(0, 0.02), Conv2d kaiming-normal fan_out under BN."""
+    torch.manual_seed(0)
+    cfg = tiny_cfg(embed_dim=64, encoder="conv", conv_channels=[32, 64], init=init)
+    model = WorldModel(cfg, (3, 16, 16), NUM_ACTIONS, ATOMS, ATOMS)
+    heads = {id(h.last) for h in (model.head_value, model.head_policy, model.head_reward, model.head_next_latent)}
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear) and id(m) not in heads]
+    assert len(linears) >= 8
+    for m in linears:
+        want = 0.02 if init == "lightzero" else (2.0 / m.out_features) ** 0.5
+        assert abs(float(m.weight.detach().std()) / want - 1.0) < 0.2, m
+    assert abs(float(model.act_emb.weight.detach().std()) - 0.02) < 0.005
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert convs
+    for m in convs:
+        fan_out = m.out_channels * m.kernel_size[0] * m.kernel_size[1]
+        assert abs(float(m.weight.detach().std()) / (2.0 / fan_out) ** 0.5 - 1.0) < 0.15, m
 
 
 def test_conv_encoder_and_simnorm():
