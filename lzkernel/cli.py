@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train from a config")
     run.add_argument("config", help="YAML config file")
-    run.add_argument("overrides", nargs="*", help="a.b=VALUE, +a.new=VALUE, ~a.b")
+    run.add_argument("overrides", nargs="*", default=[], help="a.b=VALUE, +a.new=VALUE, ~a.b")
     run.add_argument("--resume", metavar="auto|PATH", help="resume from the newest checkpoint (auto) or PATH")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     plugin_opts(run)
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cfg = sub.add_parser("config", help="validate a config and print it resolved (no torch import)")
     cfg.add_argument("config")
-    cfg.add_argument("overrides", nargs="*")
+    cfg.add_argument("overrides", nargs="*", default=[])
     cfg.add_argument("--explain", action="store_true", help="list every key with its type, default and doc")
     plugin_opts(cfg)
 
@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "replays the checkpoint's last evaluation (ckpt/best: the return recorded "
                                     "when it was written, exactly).")
     ev.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT", help="a run's out_dir or a checkpoint directory")
-    ev.add_argument("overrides", nargs="*", help="a.b=VALUE, +a.new=VALUE, ~a.b (on the checkpoint's config)")
+    ev.add_argument("overrides", nargs="*", default=[], help="a.b=VALUE, +a.new=VALUE, ~a.b (on the checkpoint's config)")
     ev.add_argument("--checkpoint", default="last", metavar="last|best|PATH",
                     help="which checkpoint of RUN_DIR (default: last)")
     ev.add_argument("--episodes", type=int, metavar="N", help="episodes (games per side for versus) to play")
@@ -211,6 +211,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.json:  # checked before playing: a typo must not cost the whole evaluation
+        from pathlib import Path
+
+        if not Path(args.json).parent.is_dir():
+            raise ConfigError(f"--json {args.json}: directory {Path(args.json).parent} does not exist")
     kernel = _kernel(args)
     kernel.raise_on_errors()
     report = evaluate(kernel, args.target, checkpoint=args.checkpoint, overrides=args.overrides,

@@ -398,8 +398,13 @@ class RunContext:
     def _write_run_files(self, torch: Any) -> None:
         assert self.dir is not None
         (self.dir / "config.yaml").write_text(self.config.to_yaml(), encoding="utf-8")
-        (self.dir / "overrides.txt").write_text("".join(o + "\n" for o in self.overrides), encoding="utf-8")
-        (self.dir / "command.txt").write_text(" ".join(self.argv) + "\n", encoding="utf-8")
+        # Provenance survives a resume into the same directory: overrides.txt keeps the first
+        # invocation's overrides, and command.txt gains one line per invocation.
+        overrides = self.dir / "overrides.txt"
+        if not overrides.exists():
+            overrides.write_text("".join(o + "\n" for o in self.overrides), encoding="utf-8")
+        with open(self.dir / "command.txt", "a", encoding="utf-8") as f:
+            f.write(" ".join(self.argv) + "\n")
         self._write_json("versions.json", {**self.versions(), "device": self.device, "world_size": self.world_size})
         self.note("run.retain_freed_memory", self.retained_freed_memory)
 
