@@ -211,6 +211,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.video_episodes != 1 and not args.video:
+        raise ConfigError(f"--video-episodes {args.video_episodes} needs --video PATH (.mp4 or .gif)")
     if args.json:  # checked before playing: a typo must not cost the whole evaluation
         from pathlib import Path
 
@@ -266,6 +268,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         print(f"ERROR {e.describe()}")
     if kernel.blocked:
         print(f"blocked: {', '.join(sorted(kernel.blocked))}")
+    for name in kernel.unknown_blocks:
+        print(f"ERROR -p no:{name}: no plugin, module or distribution of that name")
+    if not entries and not kernel.autoload:
+        print("no plugins loaded: autoload is off (LZKERNEL_DISABLE_PLUGIN_AUTOLOAD); load one with -p NAME")
     return 0
 
 

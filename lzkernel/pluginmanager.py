@@ -63,6 +63,19 @@ class LoadError:
         return f"plugin '{self.name}' ({origin}) failed to load: {self.message}"
 
 
+def _names_something(name: str, entry_points: Iterable[metadata.EntryPoint], wanted: Sequence[str]) -> bool:
+    """Whether ``-p no:name`` can match: an entry point's name, its module or a package above
+    it, its distribution, or a ``-p`` module (or a package above it)."""
+    modules = [ep.module for ep in entry_points] + list(wanted)
+    if any(m == name or m.startswith(name + ".") for m in modules):
+        return True
+    for ep in entry_points:
+        dist = getattr(ep, "dist", None)
+        if ep.name == name or (dist is not None and _normal(dist.metadata["Name"]) == _normal(name)):
+            return True
+    return False
+
+
 class Kernel:
     """A plugin manager plus the registry built from it."""
 
@@ -103,6 +116,7 @@ class Kernel:
         for obj in plugins:
             name = getattr(obj, "__name__", None) or type(obj).__name__
             self.register(obj, name, PluginInfo(name, name, source="object"))
+        self.unknown_blocks = sorted(b for b in self.blocked if not _names_something(b, entry_points.values(), wanted))
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
@@ -172,7 +186,12 @@ class Kernel:
         return self.pm.hook
 
     def raise_on_errors(self) -> None:
-        """Turn load errors into one :class:`ConfigError` (exit code 2) for ``run``/``config``."""
+        """Turn load errors, and a ``-p no:NAME`` that names nothing, into one
+        :class:`ConfigError` (exit code 2) for ``run``/``config``/``eval``."""
+        if self.unknown_blocks:
+            known = sorted(self.infos) or ["none loaded"]
+            raise ConfigError(f"-p no:{self.unknown_blocks[0]}: no plugin, module or distribution of that name "
+                              f"(plugins: {', '.join(known)})")
         if self.errors:
             lines = [e.describe() for e in self.errors]
             hint = "skip a plugin with -p no:NAME, or set LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1"

@@ -129,6 +129,7 @@ def test_bad_input_exits_2_with_one_line(cartpole: list[Path], tmp_path: Path, c
         "lzkernel plugins": ("eval", str(cartpole[0]), "-p", "no:muzero"),
         ".mp4 or .gif": ("eval", str(cartpole[0]), "--video", str(tmp_path / "v.avi")),
         "does not exist": ("eval", str(cartpole[0]), "--json", str(tmp_path / "nodir" / "r.json")),
+        "needs --video": ("eval", str(cartpole[0]), "--video-episodes", "2"),
         "logs no such metric": ("plot", str(cartpole[0]), "--metric", "train/no_such", "-o", str(tmp_path / "p.png")),
         "no such run directory": ("plot", str(tmp_path / "missing"), "-o", str(tmp_path / "p.png")),
     }

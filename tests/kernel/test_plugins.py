@@ -13,6 +13,7 @@ import pytest
 
 from lzkernel import Component, PluginError, hookimpl
 from lzkernel.cli import main
+from lzkernel.errors import ConfigError
 from lzkernel.pluginmanager import Kernel
 
 from ._util import assert_config_error, assert_no_traceback, clean_env, demo_config, lzk
@@ -79,6 +80,21 @@ def test_blocked_demo_is_never_imported(demo_path: SimpleNamespace, monkeypatch:
     assert "demo" not in kernel.infos
     assert "demo_counter" not in kernel.registry.names("trainer")
     assert not any(m.startswith("lzkernel_demo") for m in sys.modules)  # ... but never imported
+
+
+def test_a_block_that_names_nothing_is_a_config_error(demo_path: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`-p no:typo` used to be accepted silently, leaving the plugin meant loaded; a block may
+    name an entry point, its module or a package above it, or its distribution."""
+    with pytest.raises(ConfigError, match=r"-p no:demoo: no plugin, module or distribution of that name"):
+        Kernel(["no:demoo"]).raise_on_errors()
+    for name in ("demo", "lzkernel_demo", "lzkernel_demo.plugin", "lzkernel-demo", "LZKERNEL_DEMO"):
+        Kernel([f"no:{name}"]).raise_on_errors()  # each names the demo plugin
+    assert main(["plugins", "-p", "no:demoo"]) == 0  # the listing lists it as an error
+    assert "ERROR -p no:demoo: no plugin, module or distribution of that name" in capsys.readouterr().out
+    monkeypatch.setenv("LZKERNEL_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert main(["plugins"]) == 0
+    assert "no plugins loaded: autoload is off" in capsys.readouterr().out
 
 
 def test_explicit_p_loads_a_plugin_with_autoload_off(demo_path: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
