@@ -249,6 +249,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    from lzkernel.pluginmanager import unknown_block
+
     kernel = _kernel(args)
     entries = kernel.describe()
     errors = [{"name": e.name, "dist": e.dist, "version": e.version, "error": e.message} for e in kernel.errors]
@@ -269,7 +271,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if kernel.blocked:
         print(f"blocked: {', '.join(sorted(kernel.blocked))}")
     for name in kernel.unknown_blocks:
-        print(f"ERROR -p no:{name}: no plugin, module or distribution of that name")
+        print(f"ERROR {unknown_block(name)}")
     if not entries and not kernel.autoload:
         print("no plugins loaded: autoload is off (LZKERNEL_DISABLE_PLUGIN_AUTOLOAD); load one with -p NAME")
     return 0

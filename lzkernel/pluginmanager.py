@@ -63,17 +63,22 @@ class LoadError:
         return f"plugin '{self.name}' ({origin}) failed to load: {self.message}"
 
 
-def _names_something(name: str, entry_points: Iterable[metadata.EntryPoint], wanted: Sequence[str]) -> bool:
-    """Whether ``-p no:name`` can match: an entry point's name, its module or a package above
-    it, its distribution, or a ``-p`` module (or a package above it)."""
-    modules = [ep.module for ep in entry_points] + list(wanted)
-    if any(m == name or m.startswith(name + ".") for m in modules):
-        return True
-    for ep in entry_points:
-        dist = getattr(ep, "dist", None)
-        if ep.name == name or (dist is not None and _normal(dist.metadata["Name"]) == _normal(name)):
-            return True
-    return False
+def _dist_name(ep: metadata.EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return dist.metadata["Name"] if dist is not None else None
+
+
+def _block_matches(block: str, name: str, module: str, dist_name: str | None) -> bool:
+    """Whether ``-p no:block`` names this plugin: its name, its module or a package above it,
+    or its distribution."""
+    parts = module.split(".")
+    return (block == name or any(".".join(parts[:i]) == block for i in range(1, len(parts) + 1))
+            or (dist_name is not None and _normal(dist_name) == _normal(block)))
+
+
+def unknown_block(name: str) -> str:
+    """The message for a ``-p no:name`` that names nothing."""
+    return f"-p no:{name}: no plugin, module or distribution of that name"
 
 
 class Kernel:
@@ -116,7 +121,10 @@ class Kernel:
         for obj in plugins:
             name = getattr(obj, "__name__", None) or type(obj).__name__
             self.register(obj, name, PluginInfo(name, name, source="object"))
-        self.unknown_blocks = sorted(b for b in self.blocked if not _names_something(b, entry_points.values(), wanted))
+        # A block that names no entry point (nor a -p module) is a typo: it would leave its plugin loaded.
+        candidates = [(ep.name, ep.module, _dist_name(ep)) for ep in entry_points.values()]
+        candidates += [(spec, spec, None) for spec in wanted]
+        self.unknown_blocks = sorted(b for b in self.blocked if not any(_block_matches(b, *c) for c in candidates))
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
@@ -133,16 +141,11 @@ class Kernel:
     def _is_blocked(self, name: str, module: str, dist_name: str | None = None) -> bool:
         """Whether ``-p no:X`` names this plugin: its name, its module or a package above it, or
         its distribution (checked before anything is imported)."""
-        if name in self.blocked or self.pm.is_blocked(name):
-            return True
-        parts = module.split(".")
-        if any(".".join(parts[:i]) in self.blocked for i in range(1, len(parts) + 1)):
-            return True
-        return dist_name is not None and _normal(dist_name) in {_normal(b) for b in self.blocked}
+        return self.pm.is_blocked(name) or any(_block_matches(b, name, module, dist_name) for b in self.blocked)
 
     def _load_entry_point(self, name: str, ep: metadata.EntryPoint) -> None:
         dist = getattr(ep, "dist", None)
-        dist_name = dist.metadata["Name"] if dist is not None else None
+        dist_name = _dist_name(ep)
         version = dist.version if dist is not None else None
         if name in self.infos or self._is_blocked(name, ep.module, dist_name):
             return
@@ -190,8 +193,7 @@ class Kernel:
         :class:`ConfigError` (exit code 2) for ``run``/``config``/``eval``."""
         if self.unknown_blocks:
             known = sorted(self.infos) or ["none loaded"]
-            raise ConfigError(f"-p no:{self.unknown_blocks[0]}: no plugin, module or distribution of that name "
-                              f"(plugins: {', '.join(known)})")
+            raise ConfigError(f"{unknown_block(self.unknown_blocks[0])} (plugins: {', '.join(known)})")
         if self.errors:
             lines = [e.describe() for e in self.errors]
             hint = "skip a plugin with -p no:NAME, or set LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1"

@@ -171,18 +171,19 @@ class GameBuffer:
             raise ValueError(f"cannot sample {batch_size} roots from {st.num_transitions} transitions")
         flat, prob = draw(st.weights.reshape(-1), batch_size, rng)
         slots, t = np.divmod(flat, self.L)
-        # Rows oldest first, as LightZero sorts its batch: per-batch reanalysis re-searches the
-        # first rows (the most outdated targets). Slot order is age order until trimming wraps
-        # the ring of slots; then newer segments sit in lower slots.
-        age = np.argsort(st.seg_id[slots] * self.L + t, kind="stable")
-        flat, prob, slots, t = flat[age], prob[age], slots[age], t[age]
+        # Rows oldest first (by transition id), as LightZero sorts its batch: per-batch reanalysis
+        # re-searches the first rows (the most outdated targets). Slot order is age order until
+        # trimming wraps the ring of slots; then newer segments sit in lower slots.
+        ids = st.seg_id[slots] * self.L + t
+        age = np.argsort(ids, kind="stable")
+        ids, prob, slots, t = ids[age], prob[age], slots[age], t[age]
         if self.use_priority:
             weights = importance_weights(prob, st.num_transitions, self.beta)
         else:
             weights = np.ones(flat.shape[0], np.float32)
         return build_batch(st, slots, t, unroll_steps=self.K, td_steps=self.n, discount=self.discount,
                            rng=rng, bootstrap=self._bootstrap(source, rng), weights=weights,
-                           indices=st.seg_id[slots] * self.L + t, value_prefix_horizon=self.value_prefix_horizon)
+                           indices=ids, value_prefix_horizon=self.value_prefix_horizon)
 
     def _bootstrap(self, source: ObservationValues, rng: np.random.Generator) -> BootstrapFn:
         """How :meth:`sample` asks ``source`` for bootstrap values (one per observation)."""
