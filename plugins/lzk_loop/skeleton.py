@@ -41,6 +41,7 @@ counters and running episodes, replay buffer), and resume requires the same worl
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -54,6 +55,8 @@ from lzk_loop import ranks
 from lzk_loop.state import LoopCheckpoints
 from lzkernel import (BufferOptions, CheckContext, Collector, Evaluator, LearningPolicy, ReplayBuffer, StopRequested,
                       UpdateSchedule, option, progressed)
+
+log = logging.getLogger("lzkernel")
 
 
 @dataclass
@@ -189,6 +192,7 @@ class LoopTrainer(LoopCheckpoints):
             self.evaluator.should_eval(run.train_iter)  # iteration 0 counts as evaluated: the first is every_train_iters later
         progress, self._progress = self._progress, None
         if resumed and self._should_stop():  # the budget was spent already: nothing to do, nothing to save
+            log.warning("nothing to do: %s", self._spent_budget())
             return
         while True:
             if progress is not None:  # resumed inside an epoch: finish it
@@ -347,6 +351,17 @@ class LoopTrainer(LoopCheckpoints):
         # Budgets are identical on every rank; a signal may reach one rank only: stop if any rank
         # wants to (one all-reduce, the same answer everywhere).
         return self._any_rank(bool(local))
+
+    def _spent_budget(self) -> str:
+        """Why a resumed run stops before its first update, and what continues it."""
+        run, cfg = self.run, self.run.cfg
+        if run.train_iter >= cfg.max_train_iters:
+            return (f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}; "
+                    f"raise it to continue (e.g. run.max_train_iters={2 * cfg.max_train_iters})")
+        if run.env_steps >= cfg.max_env_steps:
+            return (f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}; "
+                    f"raise it to continue (e.g. run.max_env_steps={2 * cfg.max_env_steps})")
+        return "a stop was requested before the first update"
 
     def _emit_train(self) -> None:
         metrics = {k: float(np.mean(v)) for k, v in self._pending.items() if v}

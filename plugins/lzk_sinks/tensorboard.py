@@ -88,18 +88,29 @@ def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list
     return out
 
 
-_writers: dict[int, EventFile] = {}
+#: run → its event file, or the ``tb`` directory until the first scalar: the file is opened
+#: lazily, so a run that records nothing (a resume whose budget is already spent) adds no
+#: empty event file to ``tb/``.
+_writers: dict[int, EventFile | Path] = {}
 
 
 @hookimpl
 def lzkernel_run_start(run: Any) -> None:
     if run.dir is None:
         return
-    _writers[id(run)] = EventFile(run.dir / "tb")
+    _writers[id(run)] = run.dir / "tb"
+
+
+def _writer(run: Any) -> EventFile | None:
+    """The run's event file, opened at its first use; None for a run without a directory."""
+    writer = _writers.get(id(run))
+    if isinstance(writer, Path):
+        writer = _writers[id(run)] = EventFile(writer)
+    return writer
 
 
 def _write(run: Any, metrics: Mapping[str, float]) -> None:
-    writer = _writers.get(id(run))
+    writer = _writer(run)
     if writer is None:
         return
     for key, value in metrics.items():
@@ -123,14 +134,14 @@ def lzkernel_after_train(run: Any, metrics: Mapping[str, float]) -> None:
 def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
     _write(run, metrics)
     writer = _writers.get(id(run))
-    if writer is not None:
+    if isinstance(writer, EventFile):
         writer.flush()
 
 
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     writer = _writers.pop(id(run), None)
-    if writer is None:
+    if not isinstance(writer, EventFile):
         return
     try:
         writer.close()

@@ -119,6 +119,21 @@ def test_pong_eval_writes_a_video_with_one_frame_per_step(pong: Path, tmp_path: 
     assert 1 <= iio3.imread(gif, index=None).shape[0] <= 40
 
 
+def test_cartpole_eval_writes_a_video_of_env_0s_episode(cartpole: list[Path], tmp_path: Path, cli) -> None:  # noqa: ANN001
+    """A gymnasium env renders through ``render_mode="rgb_array"`` (CartPole draws with pygame,
+    which the ``video`` extra installs): one frame per step of env 0's first episode."""
+    pytest.importorskip("pygame")
+    iio2 = pytest.importorskip("imageio.v2")
+    mp4 = tmp_path / "cartpole.mp4"
+    code, _, err = cli("eval", str(cartpole[0]), "--video", str(mp4), "--json", str(tmp_path / "r.json"))
+    assert code == 0, err[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    frames = [f for f in iio2.get_reader(mp4)]  # list() would ask len(): inf for a stream
+    assert len(frames) == report["video"]["frames"] >= report["metrics"]["eval/return_min"] >= 1
+    assert frames[0].shape == (400, 600, 3)  # the env's own picture, not resized
+    assert len({f.tobytes() for f in frames}) > 1  # the pole moves
+
+
 def test_bad_input_exits_2_with_one_line(cartpole: list[Path], tmp_path: Path, cli) -> None:  # noqa: ANN001
     empty = tmp_path / "empty"
     (empty / "ckpt").mkdir(parents=True)

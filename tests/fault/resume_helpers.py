@@ -51,8 +51,9 @@ _VOLATILE_SUFFIXES = ("seconds", "_ms", "/ms", "steps_per_second", "_share")
 _VOLATILE_STATE = ("timer",)
 
 
-def run(stem: str, out_dir: Path, *extra: str, resume: bool = False, timeout: float = 300) -> None:
-    """``lzkernel run configs/<stem>.yaml`` with the tiny overrides (and ``--resume auto``)."""
+def run(stem: str, out_dir: Path, *extra: str, resume: bool = False, timeout: float = 300) -> Any:
+    """``lzkernel run configs/<stem>.yaml`` with the tiny overrides (and ``--resume auto``); the
+    finished process (its ``stderr`` says what the run did)."""
     args = ["run", REPO / "configs" / f"{_CONFIG_OF.get(stem, stem)}.yaml", f"run.out_dir={out_dir}",
             *_COMMON_OF.get(stem, COMMON), *TINY[stem], *extra]
     if resume:
@@ -60,6 +61,7 @@ def run(stem: str, out_dir: Path, *extra: str, resume: bool = False, timeout: fl
     proc = lzk(args, REPO, fault_env(), timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"{stem} run into {out_dir} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
 
 
 def warm(stem: str, tmp: Path) -> None:

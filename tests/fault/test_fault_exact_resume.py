@@ -51,6 +51,20 @@ def test_rezero_resumes_exactly(tmp_path: Path) -> None:
     assert any("reanalyze/calls" in r for r in rh.metrics(split) if r["train_iter"] > K)
 
 
+def test_resume_with_the_budget_spent_does_nothing_and_says_so(tmp_path: Path) -> None:
+    """``--resume auto`` of a run that has reached its budget: one warning naming the budget and
+    how to raise it; no update, no new metric record, checkpoint or TensorBoard file."""
+    out = tmp_path / "run"
+    rh.run("cartpole_rezero", out, "run.max_train_iters=5")
+    metrics, steps = (out / "metrics.jsonl").read_bytes(), sorted(p.name for p in (out / "ckpt").iterdir())
+    events = sorted(p.name for p in (out / "tb").iterdir())
+    proc = rh.run("cartpole_rezero", out, "run.max_train_iters=5", resume=True)
+    assert "nothing to do: train_iter 5 has reached run.max_train_iters=5; raise it to continue" in proc.stderr
+    assert (out / "metrics.jsonl").read_bytes() == metrics
+    assert sorted(p.name for p in (out / "ckpt").iterdir()) == steps
+    assert sorted(p.name for p in (out / "tb").iterdir()) == events
+
+
 def test_alphazero_against_a_bot_resumes_exactly(tmp_path: Path) -> None:
     """AlphaZero on tic-tac-toe with the versus collector (games against the random bot) and the
     versus evaluator: the bots' moves after the resume are the uninterrupted run's."""
