@@ -130,6 +130,8 @@ class RunContext:
                     f"run.out_dir '{run_dir}' already holds checkpoints; resume it with --resume auto "
                     f"or choose another directory (run.out_dir=...)"
                 )
+            if self._resume_path is None:
+                rundir.set_aside_earlier_start(run_dir)
             self.dir = run_dir
             self.checkpoints = CheckpointStore(store_root, self.cfg.keep_last, self.config.to_yaml())
             if explicit is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import socket
 import threading
 import time
@@ -37,6 +38,11 @@ from lzkernel.errors import ConfigError
 log = logging.getLogger("lzkernel")
 
 LOCK_NAME = ".lock"
+
+#: What a run writes into its directory besides ``ckpt/`` and the lock: the kernel's run files
+#: and the first-party metric sinks' (``metrics.jsonl``, ``tb/``).
+RUN_FILES = ("config.yaml", "overrides.txt", "command.txt", "versions.json", "resolved.json", "seeds.json",
+             "metrics.jsonl", "tb")
 
 try:
     import fcntl
@@ -217,3 +223,28 @@ def release(lock: RunDirLock | None) -> None:
             os.close(lock.fd)
             lock.fd = None
         _remove_if_empty(lock)
+
+
+def set_aside_earlier_start(directory: Path) -> Path | None:
+    """Called by a fresh run (no checkpoint to resume) before it writes its run files: an
+    earlier start into ``directory`` that left no checkpoint may have left its run files. When
+    that start recorded anything (a metric record, a TensorBoard file) they move into
+    ``abandoned-<time>-<pid>/`` (returned; nothing is lost), otherwise (a start that failed
+    before its first record, e.g. a config error while building the env) they are removed.
+    Reason: ``metrics.jsonl`` and ``command.txt`` are appended to and ``overrides.txt`` keeps
+    the first invocation's, so without this the new run's files would carry the old start's
+    records and overrides."""
+    present = [directory / name for name in RUN_FILES if (directory / name).exists()]
+    metrics, tb = directory / "metrics.jsonl", directory / "tb"
+    recorded = (metrics.is_file() and metrics.stat().st_size > 0) or (tb.is_dir() and any(tb.iterdir()))
+    if not recorded:
+        for path in present:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        return None
+    dest = directory / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    dest.mkdir()
+    for path in present:
+        os.replace(path, dest / path.name)
+    log.warning("run.out_dir %s held the files of an earlier start that saved no checkpoint; moved them to %s",
+                directory, dest)
+    return dest

@@ -173,3 +173,41 @@ def test_an_out_dir_that_cannot_be_written_is_one_line(kind: str, tmp_path: Path
     assert_one_line_error(proc, f"run.out_dir '{out}'", needle)
     if kind == "file":
         assert out.read_text() == "not a directory"
+
+
+def test_a_start_that_failed_on_a_config_error_leaves_nothing_to_the_next_run(tmp_path: Path) -> None:
+    """A config error found while building the components (an env id that does not exist) exits
+    2 after the run files were written; the corrected run into the same directory writes its own
+    overrides.txt and command.txt, not the failed start's."""
+    out = tmp_path / "out"
+    proc = lzk(["run", Path(__file__).parents[2] / "configs" / "cartpole_rezero_fast.yaml", f"run.out_dir={out}",
+                "env.id=CartPol-v0", "run.progress=false"], tmp_path)
+    assert_one_line_error(proc, "env.id", "CartPol-v0")
+    assert (out / "overrides.txt").is_file()  # the failed start wrote its run files
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 3})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "overrides.txt").read_text() == ""  # this run's (none), not env.id=CartPol-v0
+    assert "CartPol" not in (out / "command.txt").read_text()
+    assert not list(out.glob("abandoned-*")) and "earlier start" not in proc.stderr  # nothing to keep
+
+
+def test_a_fresh_run_sets_aside_the_records_of_a_start_without_checkpoint(tmp_path: Path) -> None:
+    """An earlier start that recorded metrics but saved no checkpoint (killed before its first):
+    a fresh run moves its files into abandoned-*/ with a warning, and starts its own records."""
+    out = tmp_path / "out"
+    (out / "tb").mkdir(parents=True)
+    old = '{"event": "collect", "train_iter": 7, "env_steps": 70, "wall_time": 1.0}\n'
+    (out / "metrics.jsonl").write_text(old)
+    (out / "overrides.txt").write_text("trainer.lr=0.5\n")
+    (out / "tb" / "events.out.tfevents.1.old").write_bytes(b"x" * 40)
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 3})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "held the files of an earlier start that saved no checkpoint" in proc.stderr
+    (aside,) = out.glob("abandoned-*")
+    assert (aside / "metrics.jsonl").read_text() == old and (aside / "overrides.txt").read_text() == "trainer.lr=0.5\n"
+    assert [p.name for p in (aside / "tb").iterdir()] == ["events.out.tfevents.1.old"]
+    assert [r["train_iter"] for r in read_metrics(out) if r["event"] == "collect"] == [1, 2, 3]
+    assert (out / "overrides.txt").read_text() == ""
+    assert "events.out.tfevents.1.old" not in [p.name for p in (out / "tb").iterdir()]
