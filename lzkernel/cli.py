@@ -18,6 +18,7 @@ import errno
 import json
 import logging
 import os
+import shlex
 import sys
 import traceback
 from typing import Sequence
@@ -134,6 +135,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError(describe_storage_error(storage, config.run.out_dir)) from exc
         return _report_failure(exc, run)
     if run.stop_signal is not None:
+        if run.last_checkpoint is not None:  # the main rank saved where it stopped: say how to go on
+            command = shlex.join(["lzkernel", "run", str(args.config), "--resume", "auto", *args.overrides])
+            print(f"lzkernel: stopped at train_iter {run.train_iter}, saved in {run.last_checkpoint}; "
+                  f"continue with: {command}", file=sys.stderr, flush=True)
         return 128 + run.stop_signal
     return 0
 

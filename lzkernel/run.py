@@ -71,6 +71,7 @@ class RunContext:
         self.comm: Any = None
         self.dir: Path | None = None
         self.checkpoints: CheckpointStore | None = None
+        self.last_checkpoint: Path | None = None  # the newest periodic checkpoint this process saved
         self.device = "cpu"
         self.retained_freed_memory = False  # whether run.retain_freed_memory took effect (start)
 
@@ -270,6 +271,8 @@ class RunContext:
         meta = {"train_iter": self.train_iter, "env_steps": self.env_steps, "trainer": self.config.name("trainer"),
                 "wall_time": round(self.wall_time, 3), "versions": self.versions()}
         path = self.checkpoints.save(self.train_iter, full, arrays, meta, tag=tag)
+        if tag is None:
+            self.last_checkpoint = path
         progressed()
         self.hooks.lzkernel_checkpoint_saved(run=self, path=path)
         return path

@@ -345,6 +345,9 @@ def test_sigterm_leaves_a_loadable_checkpoint(plugin_site: SimpleNamespace, tmp_
     assert "received SIGTERM" in err and "Traceback" not in err
     latest = CheckpointStore(out / "ckpt").latest()
     assert latest is not None
+    # The last line says where it stopped and the command that continues it.
+    assert err.splitlines()[-1] == (f"lzkernel: stopped at train_iter {int(latest.name.split('_')[1])}, saved in "
+                                    f"{latest}; continue with: lzkernel run {cfg} --resume auto")
     state, _, _ = load(latest)
     last = read_metrics(out)[-1]
     assert state["counters"]["train_iter"] == last["train_iter"] >= 10  # the last completed iteration
