@@ -5,7 +5,7 @@ LSTM hidden 128, BN, one-hot actions, SimNorm-ended representation, SSL on, resi
 ±300 supports (601 atoms) for value and value prefix, LSTM reset every 5 steps
 (``lstm_horizon_len``); 25 simulations, K = n = 5, γ = 0.997, batch 256, Adam 3e-3 with weight
 decay 1e-4 and no piecewise schedule, grad clip 10, loss weights value 0.25 / value prefix 1 /
-policy 1 / ssl 2 and no entropy term (C.3; MuZero's is 5e-3), target network assigned every 100
+policy 1 / ssl 2 and no entropy term (C.3; as MuZero's in LightZero 0.2.0), target network assigned every 100
 learner steps, fixed visit temperature 0.25. Every option but the model's LSTM and the horizon comes from the shared
 :class:`~lzk_common.options.LatentPolicyOptions` (``reward_*`` options set the value-prefix head).
 

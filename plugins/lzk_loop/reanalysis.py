@@ -2,8 +2,9 @@
 
 ``buffer_reanalyze_freq`` = f (SPEC §1.1, §1.2):
 
-* f >= 1: ``int(f)`` reanalyses per epoch, before updates 0, I, 2I, … with
-  I = max(1, updates // int(f)) (LightZero divides by zero when updates < f);
+* f >= 1: a reanalysis before updates 0, I, 2I, … of the epoch, I = max(1, int(updates // f)):
+  LightZero's interval (``update_per_collect // buffer_reanalyze_freq``), so about f per epoch
+  (5 for f = 4 and 10 updates; 2 for f = 1.5 and 100); LightZero divides by zero when updates < f;
 * 0 < f < 1: one reanalysis before the epoch's updates, every ``round(1/f)`` epochs
   (LightZero's ``1 // f`` floors 1 // 0.1 to 9);
 * f <= 0 (where a trainer allows it): never.
@@ -39,7 +40,7 @@ class ReanalysingTrainer(LoopTrainer):
 
     def before_update(self, i: int, updates: int) -> None:
         f = float(self.cfg.buffer_reanalyze_freq)
-        if f >= 1.0 and i % max(1, updates // int(f)) == 0:
+        if f >= 1.0 and i % max(1, int(updates // f)) == 0:
             self._reanalyze()
 
     def _reanalyze(self) -> None:

@@ -3,9 +3,10 @@
 Defaults are LightZero's CartPole MuZero config (SPEC §6): MLP model with latent 128, BN, one-hot
 actions, SSL on, residual dynamics, ±300 supports (601 atoms), 25 simulations, K = n = 5,
 γ = 0.997, batch 256, Adam 3e-3 with weight decay 1e-4 and no piecewise schedule, grad clip 10,
-loss weights value 0.25 / reward 1 / policy 1 / ssl 2 / entropy 5e-3, target net assigned every
-100 learner steps, fixed visit temperature 0.25, eps-greedy off. Every option but the model
-section's class comes from the shared :class:`~lzk_common.options.LatentPolicyOptions`.
+loss weights value 0.25 / reward 1 / policy 1 / ssl 2 / entropy 0 (LightZero 0.2.0's
+``policy_entropy_weight``), target net assigned every 100 learner steps, fixed visit temperature
+0.25, eps-greedy off. Every option but the model section's class comes from the shared
+:class:`~lzk_common.options.LatentPolicyOptions`.
 
 This module imports no torch: the kernel imports schemas to validate configs and print docs.
 """

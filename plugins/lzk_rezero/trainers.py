@@ -23,8 +23,10 @@ class ReZeroConfig(LoopConfig):
     """Options of the ``rezero`` trainer."""
 
     buffer_reanalyze_freq: float = option(
-        1.0, doc="f >= 1: reanalyse the whole buffer int(f) times per epoch (spread over the updates); "
-                 "f < 1: once every round(1/f) epochs.", min=0.0, min_exclusive=True)
+        1.0, doc="f >= 1: reanalyse the whole buffer before every update i of an epoch of U updates "
+                 "with i % max(1, int(U // f)) == 0 (LightZero's interval: about f times per epoch, "
+                 "e.g. 5 times for f = 4, U = 10); f < 1: once every round(1/f) epochs.",
+        min=0.0, min_exclusive=True)
     reuse_search: bool = option(True, doc="Backward-view value reuse inside the reanalysis search.")
     reanalyze_min_transitions: int = option(
         2000, doc="Reanalyse only once the buffer holds more than this many transitions.", min=0)

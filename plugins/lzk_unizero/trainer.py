@@ -29,7 +29,8 @@ class UniZeroSegmentConfig(LoopConfig):
     """Options of the ``unizero_segment`` trainer."""
 
     buffer_reanalyze_freq: float = option(
-        0.0, doc="Buffer reanalysis (SPEC §4.5): f >= 1: int(f) times per epoch, spread over the updates; "
+        0.0, doc="Buffer reanalysis (SPEC §4.5): f >= 1: before every update i of an epoch of U "
+                 "updates with i % max(1, int(U // f)) == 0 (LightZero's interval); "
                  "0 < f < 1: once every round(1/f) epochs; 0: never. LightZero has no default; its "
                  "CartPole config does not reanalyse.", min=0.0)
     reanalyze_min_transitions: int = option(

@@ -56,6 +56,7 @@ def _epoch_calls(t: ReZeroTrainer, updates: int) -> list[int]:
         (2.0, 100, [0, 50]),        # twice, spread over the updates
         (4.0, 10, [0, 2, 4, 6, 8]),  # interval 10 // 4 = 2
         (3.0, 2, [0, 1]),           # fewer updates than f: LightZero's interval 0 raised here
+        (1.5, 100, [0, 66]),        # LightZero's 100 // 1.5 = 66.0, not 100 // int(1.5)
     ],
 )
 def test_in_loop_reanalysis(freq: float, updates: int, expected: list[int]) -> None:
