@@ -68,6 +68,10 @@ class _Rank:
     error_line: str = ""
     error_at: float | None = None  # when its ``lzkernel: error:`` line was read
     exited_at: float | None = None
+    signalled: bool = False  # the launcher has sent it SIGTERM or SIGKILL
+    #: It died of a signal the launcher did not send (kill -9, the OOM killer): a root cause,
+    #: though it printed no error line of its own.
+    killed_outside: bool = False
     readers: list[threading.Thread] = field(default_factory=list)
 
 
@@ -95,6 +99,32 @@ def _check_config(nproc: int, run_args: Sequence[str]) -> None:
     if nproc > 1 and name in _SINGLE_PROCESS:
         raise ConfigError(f"lzkernel launch --nproc {nproc}: comm.name is '{name}', a single-process backend, so "
                           f"the ranks would be {nproc} separate runs; pass comm.name=gloo (or nccl)")
+    if name == "nccl" and (reason := nccl_unavailable_reason(nproc - 1)) is not None:
+        raise nccl_error(reason)
+
+
+def nccl_unavailable_reason(local_rank: int = 0) -> str | None:
+    """Why a process of local rank ``local_rank`` cannot use NCCL (None when it can): asked once
+    by ``lzkernel launch`` for its last rank before starting any (one message, not one per rank,
+    and no rank left waiting in the rendezvous for a peer without a GPU), and by each rank's comm
+    backend (``lzk_comm.torch_dist``) under any other launcher."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return "this torch build has no torch.distributed"
+    if not dist.is_nccl_available():
+        return f"this torch build ({torch.__version__}) has no NCCL"
+    if not torch.cuda.is_available():
+        return "CUDA is not available on this machine"
+    if local_rank >= torch.cuda.device_count():
+        return (f"LOCAL_RANK {local_rank} has no GPU of its own ({torch.cuda.device_count()} visible); "
+                "NCCL needs one GPU per rank")
+    return None
+
+
+def nccl_error(reason: str) -> ConfigError:
+    return ConfigError(f"comm.name=nccl: NCCL is unavailable ({reason}); use comm.name=gloo (CPU collectives) instead")
 
 
 def _bind_loopback(port: int) -> socket.socket:
@@ -125,6 +155,7 @@ def _forward(stream: IO[str], out: IO[str], prefix: str, rank: _Rank) -> None:
 def _signal_all(ranks: Sequence[_Rank], sig: int) -> None:
     for r in ranks:
         if r.proc.poll() is None:
+            r.signalled = True
             try:
                 os.killpg(r.proc.pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -235,6 +266,7 @@ def _supervise(ranks: list[_Rank], store: Any, prefix: str, signals: list[int]) 
         for rk in ranks:
             if rk.exited_at is None and rk.proc.returncode is not None:
                 rk.exited_at = now
+                rk.killed_outside = rk.proc.returncode < 0 and not rk.signalled
         if not running:
             return None
         if len(signals) > forwarded:
@@ -250,6 +282,7 @@ def _supervise(ranks: list[_Rank], store: Any, prefix: str, signals: list[int]) 
             blamed = set(fault.get("ranks", [])) if fault else set()
             for rk in running:  # a rank named as not responding will not answer SIGTERM either
                 if rk.rank in blamed:
+                    rk.signalled = True
                     os.killpg(rk.proc.pid, signal.SIGKILL)
             _signal_all(ranks, signal.SIGTERM)
             kill_at = min(kill_at or float("inf"), now + FAIL_GRACE_S)
@@ -279,9 +312,12 @@ def _summary(ranks: list[_Rank], fault: dict[str, Any] | None, verdict: str | No
     # released by a closed connection (PeerFailed) or killed by the teardown without an error of
     # its own comes after every other (two ranks often end within one monitor tick). A rank that
     # reported its own error and was killed while shutting down is still a root cause, timed by
-    # its error line. Killed ranks have no exit time.
+    # its error line, and so is a rank killed by a signal the launcher did not send (kill -9 or
+    # the OOM killer: no error line, and its peers' PeerFailed lines often come first). Ranks
+    # killed by the teardown have no exit time.
     def order(rk: _Rank) -> tuple[bool, float]:
-        consequence = ": PeerFailed: " in rk.error_line or (rk.proc.returncode < 0 and not rk.error_line)
+        consequence = ": PeerFailed: " in rk.error_line or (
+            rk.proc.returncode < 0 and not rk.error_line and not rk.killed_outside)
         at = rk.error_at if rk.error_at is not None else rk.exited_at
         return consequence, at if at is not None else float("inf")
 
@@ -300,6 +336,8 @@ def _summary(ranks: list[_Rank], fault: dict[str, Any] | None, verdict: str | No
     code = root.proc.returncode
     if code < 0 and root.error_line:
         how = f"failed (then was killed by {signal.Signals(-code).name} while it shut down)"
+    elif code < 0 and root.killed_outside:
+        how = f"was killed by {signal.Signals(-code).name}, not sent by the launcher (another process, the OOM killer?)"
     elif code < 0:
         how = f"was killed by {signal.Signals(-code).name}"
     else:

@@ -34,28 +34,13 @@ from lzk_comm.common import CommTimer, TimedCommMixin, average_gradients, decode
 from lzk_comm.local import check_plain, check_src, check_tensor
 from lzkernel import ConfigError
 from lzkernel.heartbeat import CollectiveFailed, Heartbeat, PeerFailed
+from lzkernel.launch import nccl_error, nccl_unavailable_reason
 
 #: torchrun's variables an ``env://`` initialisation needs.
 ENV_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 LAUNCH_HINT = "lzkernel launch --nproc N CONFIG comm.name=gloo"
 #: broadcast_object sends one fixed-size frame (8-byte length + payload); longer payloads a second one.
 _FRAME = 512
-
-
-def nccl_unavailable_reason(local_rank: int = 0) -> str | None:
-    """Why NCCL cannot be used by this process (None when it can)."""
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        return "this torch build has no torch.distributed"
-    if not dist.is_nccl_available():
-        return f"this torch build ({torch.__version__}) has no NCCL"
-    if not torch.cuda.is_available():
-        return "CUDA is not available on this machine"
-    if local_rank >= torch.cuda.device_count():
-        return (f"LOCAL_RANK {local_rank} has no GPU of its own ({torch.cuda.device_count()} visible); "
-                "NCCL needs one GPU per rank")
-    return None
 
 
 def _loopback_interface() -> str | None:
@@ -99,8 +84,7 @@ class TorchDistComm(TimedCommMixin):
         if backend == "nccl":
             reason = nccl_unavailable_reason(local_rank)
             if reason is not None:
-                raise ConfigError(f"comm.name=nccl: NCCL is unavailable ({reason}); use comm.name=gloo "
-                                  f"(CPU collectives) instead")
+                raise nccl_error(reason)
         elif not dist.is_gloo_available():
             raise ConfigError(f"comm.name=gloo: this torch build ({torch.__version__}) has no gloo")
 
