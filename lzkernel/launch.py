@@ -101,6 +101,29 @@ def _check_config(nproc: int, run_args: Sequence[str]) -> None:
                           f"the ranks would be {nproc} separate runs; pass comm.name=gloo (or nccl)")
     if name == "nccl" and (reason := nccl_unavailable_reason(nproc - 1)) is not None:
         raise nccl_error(reason)
+    if name == "gloo":
+        check_cores(nproc, bool(config.section("comm").oversubscribe))
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, e.g. under taskset or a container's
+    cpuset; the machine's count where the platform has no mask)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def check_cores(ranks: int, oversubscribe: bool) -> None:
+    """``comm.name=gloo`` with more ranks on this machine than cores is a config error unless
+    ``comm.oversubscribe``: every rank collects, searches and learns on the CPU, so ranks that
+    share cores make each one slower than a single run, and the collectives' deadlines are met
+    by chance (RELIABILITY B5). Asked once by ``lzkernel launch`` and by each rank's backend."""
+    cores = available_cores()
+    if ranks > cores and not oversubscribe:
+        raise ConfigError(f"comm.name=gloo: {ranks} ranks on this machine but {cores} CPU core(s): the ranks would "
+                          f"share cores and each run slower than one; run at most {cores} ranks, or set "
+                          f"comm.oversubscribe=true to run anyway (debugging)")
 
 
 def nccl_unavailable_reason(local_rank: int = 0) -> str | None:

@@ -25,6 +25,9 @@ class TorchDistConfig:
                    "responding. The longest legitimate wait is rank 0 evaluating or saving while the others "
                    "wait (seconds to tens of seconds on CPU for the shipped configs).",
         min=0.0, min_exclusive=True)
+    oversubscribe: bool = option(
+        False, doc="gloo: allow more ranks on one machine than CPU cores (by default a config error: the "
+                   "ranks would share cores and each run slower than one; for debugging).")
 
 
 @dataclass
@@ -46,8 +49,13 @@ def make_local(cfg: Any, run: Any = None) -> Any:
 
 
 def make_gloo(cfg: TorchDistConfig, run: Any = None) -> Any:
-    from lzk_comm.torch_dist import TorchDistComm
+    import os
 
+    from lzk_comm.torch_dist import TorchDistComm
+    from lzkernel.launch import check_cores
+
+    # torchrun sets LOCAL_WORLD_SIZE (the ranks on this machine); lzkernel launch checked already.
+    check_cores(int(os.environ.get("LOCAL_WORLD_SIZE") or 1), cfg.oversubscribe)
     return TorchDistComm("gloo", timeout_s=cfg.timeout_s)
 
 
