@@ -59,6 +59,9 @@ class RunContext:
         self.env_steps = 0
         self.stop_requested = False
         self.stop_signal: int | None = None
+        #: Why the trainer's loop ended, in words ("solved: ...", "train_iter 500 has reached
+        #: run.max_train_iters=500", ...), set by the trainer; None while it runs.
+        self.stop_reason: str | None = None
         self.status_text = ""
         self.derived_seeds: dict[str, int] = {}
         self.notes: dict[str, Any] = {}

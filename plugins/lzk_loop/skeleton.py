@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -136,6 +137,7 @@ class LoopTrainer(LoopCheckpoints):
         self.resumed = False
         self.buffer_restored = False  # a resume loaded this rank's replay buffer
         self._stop_now = False
+        self._solved: float | None = None  # the evaluation return that reached the stop value
         self._eval_abandoned = False  # the last evaluation was given up for a stop signal
         #: Inside an epoch's updates: (updates of the epoch, updates done, decisions after the
         #: last one taken); None between epochs. Checkpointed (a resume finishes the epoch).
@@ -191,8 +193,11 @@ class LoopTrainer(LoopCheckpoints):
         elif not resumed and self.evaluator is not None:
             self.evaluator.should_eval(run.train_iter)  # iteration 0 counts as evaluated: the first is every_train_iters later
         progress, self._progress = self._progress, None
+        if self._solved is not None and not (self.evaluator is not None and self.evaluator.reached(self._solved)):
+            self._solved = None  # a resume with a higher stop value (or another rank): train on
         if resumed and self._should_stop():  # the budget was spent already: nothing to do, nothing to save
-            log.warning("nothing to do: %s", self._spent_budget())
+            run.stop_reason = self._stop_reason()
+            log.warning("nothing to do: %s; raise it to continue", run.stop_reason)
             return
         while True:
             if progress is not None:  # resumed inside an epoch: finish it
@@ -216,6 +221,7 @@ class LoopTrainer(LoopCheckpoints):
             self._progress = None
             if self._should_stop():
                 break
+        run.stop_reason = self._stop_reason()
         self._save()
         if self.evaluator is not None and self.last_eval is not None:
             run.progress(f"done: last eval {self.last_eval:.1f}")
@@ -336,6 +342,8 @@ class LoopTrainer(LoopCheckpoints):
                     run.save_checkpoint(self._state(arrays=False)[0], tag="best")
                 # LightZero stops only after training started (train_iter > 0); so do we.
                 stop = bool(self.evaluator.reached(mean)) and run.train_iter > 0
+                if stop:
+                    self._solved = mean
         stop, abandoned = (bool(x) for x in run.comm.broadcast_object([stop, abandoned]))
         self._eval_abandoned = abandoned
         return stop or abandoned
@@ -344,6 +352,7 @@ class LoopTrainer(LoopCheckpoints):
         run = self.run
         local = (
             self._stop_now
+            or self._solved is not None
             or run.env_steps >= run.cfg.max_env_steps
             or run.train_iter >= run.cfg.max_train_iters
             or run.stop_requested
@@ -352,16 +361,18 @@ class LoopTrainer(LoopCheckpoints):
         # wants to (one all-reduce, the same answer everywhere).
         return self._any_rank(bool(local))
 
-    def _spent_budget(self) -> str:
-        """Why a resumed run stops before its first update, and what continues it."""
+    def _stop_reason(self) -> str:
+        """Why the loop ended, in words (``run.stop_reason``: the summary and the log say it)."""
         run, cfg = self.run, self.run.cfg
+        if run.stop_signal is not None:
+            return f"stopped by {signal.Signals(run.stop_signal).name}"
+        if self._solved is not None:
+            return f"solved: eval/return_mean {self._solved:g} has reached evaluator.stop_value"
         if run.train_iter >= cfg.max_train_iters:
-            return (f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}; "
-                    f"raise it to continue (e.g. run.max_train_iters={2 * cfg.max_train_iters})")
+            return f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}"
         if run.env_steps >= cfg.max_env_steps:
-            return (f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}; "
-                    f"raise it to continue (e.g. run.max_env_steps={2 * cfg.max_env_steps})")
-        return "a stop was requested before the first update"
+            return f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}"
+        return "stopped by another rank's signal" if run.world_size > 1 else "stopped"
 
     def _emit_train(self) -> None:
         metrics = {k: float(np.mean(v)) for k, v in self._pending.items() if v}

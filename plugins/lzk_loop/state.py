@@ -72,6 +72,8 @@ class LoopCheckpoints:
             "sample_rng": generator_state(self.sample_rng),
             "timer": dict(self.timer.total),
             "world_size": self.run.world_size,
+            # the return that reached the stop value: a resume of a solved run has nothing to do
+            **({"solved": self._solved} if self._solved is not None else {}),
             **self.extra_state(),
         }
         if self.evaluator is not None:
@@ -154,6 +156,7 @@ class LoopCheckpoints:
         if self.evaluator is not None and "evaluator" in state:
             self.evaluator.load_state_dict(state["evaluator"])
         self.epoch = int(state["epoch"])
+        self._solved = None if state.get("solved") is None else float(state["solved"])
         # None: between epochs (also in states from before it, and without the buffer: an
         # epoch's remaining updates need the data it trained on, so a new epoch starts).
         progress = state.get("progress") if "buffer_meta" in state else None

@@ -22,7 +22,13 @@ def test_an_env_error_leaves_the_last_completed_iteration_resumable(tmp_path: Pa
     assert ckpts and (ckpts[-1] / "DONE").is_file()
     meta = json.loads((ckpts[-1] / "meta.json").read_text())
     assert 0 < meta["train_iter"] and meta["train_iter"] >= trained  # every completed iteration kept
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["exit_code"] == 1 and "non-finite" in summary["error"]
+    assert summary["last_checkpoint"] == str(ckpts[-1]) and summary["train_iter"] == meta["train_iter"]
     resumed = lzk([*args, "-p", "lzk_fault_envs", "--resume", "auto"], REPO, fault_env(), timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert max(r["env_steps"] for r in records) >= 1500 and max(r["train_iter"] for r in records) > meta["train_iter"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["error"] is None
+    assert summary["stop_reason"].startswith("env_steps ") and "run.max_env_steps=1500" in summary["stop_reason"]

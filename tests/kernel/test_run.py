@@ -355,6 +355,9 @@ def test_sigterm_leaves_a_loadable_checkpoint(plugin_site: SimpleNamespace, tmp_
     train = [r for r in read_metrics(out) if r["event"] == "train"]
     assert float(state["trainer"]["param"]) == pytest.approx(train[-1]["train/param"], rel=1e-6)
     assert (out / "seeds.json").is_file()  # the run closed normally
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["exit_code"] == 128 + signal.SIGTERM
+    assert summary["last_checkpoint"] == str(latest) and summary["train_iter"] == state["counters"]["train_iter"]
 
 
 def test_unknown_trainer_after_blocking_in_run_is_exit_2(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
