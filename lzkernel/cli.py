@@ -90,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", metavar="PATH", help="write the report (metrics, replayed index, video) as JSON")
     plugin_opts(ev)
 
+    st = sub.add_parser("status", help="one line per run directory: running or how it ended, counters, last and best eval",
+                        description="Reads each run directory (no torch): whether a live process on this host holds "
+                                    "it, else how it ended (summary.json), its iteration, env steps, last and best "
+                                    "evaluation, wall time and, while it runs, the share of its budget done.")
+    st.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    st.add_argument("--json", action="store_true", help="machine-readable output (a list of objects)")
+
     plot = sub.add_parser("plot", help="PNG of a metric against env steps and wall time (runs), or of time-to-solve JSON",
                           description="Runs of one config with different seeds are drawn as the median with a "
                                       "min-max band. JSON files of benchmarks/time_to_solve.py are plotted as "
@@ -253,6 +260,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lzkernel.runinfo import format_status, status
+
+    report = [status(Path(d)) for d in args.run_dirs]  # every directory checked before printing
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for st in report:
+            print(format_status(st))
+    return 0
+
+
 def cmd_plugins(args: argparse.Namespace) -> int:
     from lzkernel.pluginmanager import unknown_block
 
@@ -330,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "plot":
             return cmd_plot(args)
+        if args.command == "status":
+            return cmd_status(args)
         if args.command == "plugins":
             return cmd_plugins(args)
         parser.print_help()

@@ -48,28 +48,11 @@ class Series:
 def load_series(run_dir: Path, metric: str) -> Series:
     """The records of ``run_dir/metrics.jsonl`` that hold ``metric``, in logged order, without
     those a later resume from an earlier iteration superseded; ConfigError when none does."""
+    from lzkernel.runinfo import read_history
+
     path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        raise ConfigError(f"{run_dir}: no metrics.jsonl (not a run directory of `lzkernel run`)")
-    rows: list[dict[str, Any]] = []
-    names: set[str] = set()
-    last_iter = -1
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a crash
-            names.update(k for k in rec if "/" in k)
-            it = rec.get("train_iter")
-            if isinstance(it, int):
-                if it < last_iter:
-                    # A resume from an earlier checkpoint (a rewind, a crash, a damaged newest one
-                    # skipped): the records from this iteration on belong to an abandoned history.
-                    rows = [r for r in rows if r.get("train_iter", -1) < it]
-                last_iter = it
-            if isinstance(rec.get(metric), (int, float)):
-                rows.append(rec)
+    history = read_history(run_dir, lambda rec: isinstance(rec.get(metric), (int, float)))
+    rows, names = history.records, history.names
     if not rows:
         near = sorted(n for n in names if n.split("/")[-1] in metric or metric.split("/")[-1] in n)[:5]
         raise ConfigError(f"--metric {metric}: {path} logs no such metric"

@@ -76,6 +76,18 @@ def rank_hint() -> int:
         return 0
 
 
+def lock_stamp(directory: Path) -> tuple[int, str, float] | None:
+    """(pid, host, start time) written in ``directory``'s lock file, or None when there is none
+    (no run holds the directory, or it is unreadable). The file stays behind a run killed by
+    ``kill -9``: whether its pid still lives is the caller's question. Reads only: taking the
+    lock, even shared, could make a run starting at that moment fail to get it."""
+    try:
+        text = (directory / LOCK_NAME).read_text(encoding="utf-8", errors="replace").split()
+        return int(text[0]), text[1], float(text[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _holder(fd: int) -> str:
     """What the lock file says about its holder: ``pid N on HOST since TIME`` (best effort)."""
     try:

@@ -10,13 +10,9 @@ import time
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
+from lzkernel.runinfo import clock
 
 _state: dict[int, dict[str, Any]] = {}
-
-
-def _fmt_time(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def _show(run: Any, force: bool = False) -> None:
@@ -41,7 +37,7 @@ def _show(run: Any, force: bool = False) -> None:
     elif st["eval"] is None and run.env_steps == 0:
         # Before the first event: the first run on a machine compiles the numba kernels here.
         parts.append("starting (first run on a machine: ~15 s compiling search kernels)")
-    parts.append(_fmt_time(wall))
+    parts.append(clock(wall))
     line = "[lzkernel] " + " | ".join(parts)
     if tty:
         sys.stderr.write("\r\x1b[K" + line)

@@ -56,13 +56,16 @@ def _probe(argv: list[str], env: dict[str, str], cwd: Path) -> dict:
 
 
 @pytest.mark.parametrize("command", ["import-only", "config", "config-explain", "config-rezero", "config-rezero-explain",
-                                     "plugins", "plugins-json"])
+                                     "plugins", "plugins-json", "status"])
 def test_config_and_plugins_do_not_import_torch(command: str, plugin_site: SimpleNamespace, tmp_path: Path) -> None:
     cfg = str(demo_config(tmp_path / "demo.yaml", tmp_path / "out"))
     real = str(REPO / "configs" / "cartpole_rezero.yaml")  # the first-party trainer's and policy's schemas
     argv = {"import-only": [], "config": ["config", cfg], "config-explain": ["config", cfg, "--explain"],
             "config-rezero": ["config", real], "config-rezero-explain": ["config", real, "--explain"],
-            "plugins": ["plugins"], "plugins-json": ["plugins", "--json"]}[command]
+            "plugins": ["plugins"], "plugins-json": ["plugins", "--json"], "status": ["status", str(tmp_path)]}[command]
+    if command == "status":  # a run directory as a run leaves it
+        (tmp_path / "config.yaml").write_text("run: {max_train_iters: 10}\n")
+        (tmp_path / "metrics.jsonl").write_text('{"event": "eval", "train_iter": 3, "eval/return_mean": 1.5}\n')
     result = _probe(argv, clean_env(plugin_site.demo), tmp_path)
     assert result["rc"] == 0
     for stage, loaded in result["stage"].items():

@@ -1,0 +1,152 @@
+"""What a run directory says about its run, read without torch: its metric history (records of
+an abandoned history dropped), whether a process is running it, and how far it is
+(``lzkernel status``).
+
+A run directory's state, in order of evidence: **running** (its lock file names a live process
+on this host), **finished / stopped / failed** (``summary.json``, written when the run ended),
+**ended without a summary** (metrics but neither: killed with ``kill -9``, a power cut, or a run
+of an lzkernel before ``summary.json``), **empty** (nothing recorded yet). Counters are the
+summary's where it has them, else the newest of the last metric record and the newest checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from lzkernel.errors import ConfigError
+
+
+@dataclass
+class History:
+    """The records of ``metrics.jsonl`` a caller kept, in logged order, without those a resume from
+    an earlier iteration superseded; the names of every metric logged; the last record."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    last: dict[str, Any] | None = None
+
+
+def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda rec: True) -> History:
+    """``run_dir/metrics.jsonl`` read once: the records ``keep`` accepts (only those are held in
+    memory). A record whose ``train_iter`` goes back starts a new history from that iteration (a
+    rewind, a crash, a damaged newest checkpoint skipped): the kept records from there on are
+    dropped. A line cut by a crash is skipped. ConfigError when there is no metrics.jsonl."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir}: no metrics.jsonl (not a run directory of `lzkernel run`)")
+    out = History()
+    last_iter = -1
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            out.names.update(k for k in rec if "/" in k)
+            it = rec.get("train_iter")
+            if isinstance(it, int):
+                if it < last_iter:
+                    out.records = [r for r in out.records if r.get("train_iter", -1) < it]
+                last_iter = it
+            out.last = rec
+            if keep(rec):
+                out.records.append(rec)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def _newest_checkpoint_meta(run_dir: Path) -> dict[str, Any] | None:
+    """``meta.json`` of the newest complete checkpoint in ``run_dir/ckpt`` (None if none)."""
+    from lzkernel.checkpoint import CheckpointStore
+
+    for step in reversed(CheckpointStore(run_dir / "ckpt").complete_steps()):
+        try:
+            return json.loads((step / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def status(run_dir: Path) -> dict[str, Any]:
+    """The state of the run in ``run_dir`` (module docstring), its counters, last and best
+    evaluation, and its budgets from ``config.yaml``; ConfigError when it is not a run directory."""
+    from lzkernel import rundir
+    from lzkernel.config.strict_yaml import parse
+
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir}: no such run directory")
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir}: not a run directory of `lzkernel run` (no config.yaml)")
+    out: dict[str, Any] = {"run_dir": str(run_dir)}
+    stamp = rundir.lock_stamp(run_dir)
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else None
+    host = socket.gethostname()
+    running = stamp is not None and stamp[1] == host and _alive(stamp[0])
+    if summary is not None and (running or (stamp is not None and summary_path.stat().st_mtime < stamp[2])):
+        summary = None  # an earlier run's: this one is going on, or started after it and died
+    if running:
+        out.update(state="running", pid=stamp[0], started=stamp[2])
+    elif summary is not None:
+        out.update(state=summary["status"], stop_reason=summary.get("stop_reason"), error=summary.get("error"))
+    elif stamp is not None and stamp[1] != host:
+        out["state"] = f"held by pid {stamp[0]} on {stamp[1]} (not this host: cannot tell if it runs)"
+    else:
+        out["state"] = "ended without a summary (killed?)" if (run_dir / "metrics.jsonl").is_file() else "empty"
+    history = read_history(run_dir, lambda rec: rec.get("event") == "eval") if (run_dir / "metrics.jsonl").is_file() \
+        else History()
+    last = summary if summary is not None else (history.last or {})
+    for key in ("train_iter", "env_steps", "wall_time"):
+        out[key] = last.get(key, 0)
+    newest = _newest_checkpoint_meta(run_dir)
+    if newest is not None and newest.get("train_iter", 0) > out["train_iter"]:  # saved after the last record
+        out.update({k: newest.get(k, out[k]) for k in ("train_iter", "env_steps", "wall_time")})
+    evals = [r for r in history.records if isinstance(r.get("eval/return_mean"), (int, float))]
+    out["eval_last"] = evals[-1]["eval/return_mean"] if evals else None
+    out["eval_best"] = max(r["eval/return_mean"] for r in evals) if evals else None
+    budgets = dict(parse((run_dir / "config.yaml").read_text(encoding="utf-8")).get("run") or {})
+    out["max_train_iters"], out["max_env_steps"] = budgets.get("max_train_iters"), budgets.get("max_env_steps")
+    return out
+
+
+def _share(done: Any, budget: Any) -> float:
+    return float(done) / float(budget) if isinstance(budget, (int, float)) and budget > 0 else 0.0
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """One line: ``runs/x: running (pid 123) | iter 1,200 | env 8,123 (8% of 100,000) | eval 187.3
+    (best 200.0) | 0:02:31, ~0:27:00 to the budget``."""
+    state = st["state"]
+    if state == "running":
+        state = f"running (pid {st['pid']})"
+    elif st.get("stop_reason") or st.get("error"):
+        state = f"{state}: {st.get('error') or st['stop_reason']}"
+    share = max(_share(st["train_iter"], st["max_train_iters"]), _share(st["env_steps"], st["max_env_steps"]))
+    parts = [f"{st['run_dir']}: {state}", f"iter {st['train_iter']:,}", f"env {st['env_steps']:,}"]
+    if st["eval_last"] is not None:
+        parts.append(f"eval {st['eval_last']:.1f} (best {st['eval_best']:.1f})")
+    wall = float(st["wall_time"] or 0.0)
+    text = clock(wall)
+    if st["state"] == "running" and 0.0 < share < 1.0:
+        text += f", {share:.0%} of the budget, ~{clock(wall * (1.0 - share) / share)} to go"
+    parts.append(text)
+    return " | ".join(parts)
+
+
+def clock(seconds: float) -> str:
+    """``H:MM:SS`` of a duration (the progress line's and ``lzkernel status``'s clock)."""
+    s = int(seconds)
+    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"

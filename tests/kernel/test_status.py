@@ -1,0 +1,85 @@
+"""``lzkernel status RUN_DIR...`` (lzkernel.runinfo): a live run is "running" with its pid, a
+stopped one says how it ended (summary.json), a killed one that it ended without a summary;
+counters come from the summary, the metrics or the newest checkpoint, whichever is newest."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fault"))
+from fault_helpers import assert_one_line_error, loop_config, lzk, popen, read_metrics, wait_for  # noqa: E402
+
+from lzkernel.runinfo import format_status, read_history  # noqa: E402
+
+
+def _status(tmp_path: Path, *dirs: Path) -> list[dict]:
+    proc = lzk(["status", "--json", *dirs], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def _last_iter(out: Path) -> int:
+    """The last record's iteration (a line being written is skipped), -1 before the first."""
+    last = read_history(out, lambda rec: False).last if (out / "metrics.jsonl").is_file() else None
+    return -1 if last is None else int(last["train_iter"])
+
+
+def test_running_then_stopped_then_killed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 10**6, "checkpoint_every": 0},
+                      trainer={"sleep_s": 0.02})
+    proc = popen(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
+    try:
+        wait_for(lambda: _last_iter(out) >= 20, 60, "20 iterations", proc)
+        (st,) = _status(tmp_path, out)
+        assert st["state"] == "running" and st["pid"] == proc.pid and st["train_iter"] >= 20
+        assert st["max_train_iters"] == 10**6
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    (st,) = _status(tmp_path, out)
+    last = read_metrics(out)[-1]["train_iter"]
+    assert st["state"] == "stopped" and st["train_iter"] == last  # the summary's counters
+
+    # A run killed with kill -9 leaves its lock file and no new summary: not "running".
+    proc = popen(["run", cfg, "-p", "lzk_fault_plugin", "--resume", "auto"], tmp_path)
+    try:
+        wait_for(lambda: _last_iter(out) >= last + 5, 60, "5 more iterations", proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (out / ".lock").is_file()
+    time.sleep(0.05)
+    (st,) = _status(tmp_path, out)
+    assert st["state"].startswith("ended without a summary") and st["train_iter"] > last
+
+
+def test_finished_run_line_and_bad_directories(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 7, "checkpoint_every": 0, "log_every": 100})
+    assert lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path).returncode == 0
+    proc = lzk(["status", out], tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{out}: finished") and "| iter 7 |" in proc.stdout
+    (out / "summary.json").unlink()  # an lzkernel before summary.json: counters from the checkpoint
+    (st,) = _status(tmp_path, out)
+    assert st["state"].startswith("ended without a summary") and st["train_iter"] == 7
+    assert_one_line_error(lzk(["status", out, tmp_path / "missing"], tmp_path), "missing: no such run directory")
+    assert_one_line_error(lzk(["status", tmp_path], tmp_path), "no config.yaml")
+
+
+def test_the_line_of_a_running_run_estimates_the_time_left() -> None:
+    st = {"run_dir": "runs/x", "state": "running", "pid": 42, "train_iter": 250, "env_steps": 20_000,
+          "wall_time": 600.0, "eval_last": 187.25, "eval_best": 200.0, "max_train_iters": 1000,
+          "max_env_steps": 100_000}
+    assert format_status(st) == ("runs/x: running (pid 42) | iter 250 | env 20,000 | eval 187.2 (best 200.0) | "
+                                 "0:10:00, 25% of the budget, ~0:30:00 to go")
