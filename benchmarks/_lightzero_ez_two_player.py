@@ -92,6 +92,21 @@ class PathRegistry:
 _SHIM = "int rand(void) { return 0; }\nvoid srand(unsigned int seed) { (void)seed; }\n"
 
 
+def fake_children(registry: PathRegistry, seeds: np.ndarray, ids: list, actions: list, parent_state: np.ndarray,
+                  num_actions: int, reward_scale: float) -> tuple[list, list, list, list]:
+    """One batched model step of the fake network: for node ids [n] and actions [n], the
+    children's ids, value prefixes, values and logits (both sides' ``recurrent_inference``)."""
+    new_ids, prefixes, values, logits = [], [], [], []
+    for i, (nid, a) in enumerate(zip(ids, actions)):
+        cid, b, path = registry.child(nid, a)
+        p, v, lg = fake_step(int(seeds[b]), path, float(parent_state[i]), num_actions, reward_scale)
+        new_ids.append(cid)
+        prefixes.append(p)
+        values.append(v)
+        logits.append(lg)
+    return new_ids, prefixes, values, logits
+
+
 def _reexec_with_first_tie() -> None:
     """Re-execute this script with ``rand()`` ≡ 0 preloaded (once: LZK_SHIM_LOADED marks it)."""
     if os.environ.get("LZK_RANDOM_TIES") == "1" or os.environ.get("LZK_SHIM_LOADED") == "1":
@@ -122,14 +137,8 @@ class FakeLightZeroModel:
 
         ids = latent[:, 0].numpy().astype(np.int64).tolist()
         parent_state = state[0][0, :, 0].numpy()  # LightZero passes (c, h) [1, n, 1]; both hold the prefix
-        new_ids, prefixes, values, logits = [], [], [], []
-        for i, (nid, a) in enumerate(zip(ids, actions.numpy().tolist())):
-            cid, b, path = self.registry.child(nid, a)
-            p, v, lg = fake_step(int(self.seeds[b]), path, float(parent_state[i]), self.A, self.scale)
-            new_ids.append(cid)
-            prefixes.append(p)
-            values.append(v)
-            logits.append(lg)
+        new_ids, prefixes, values, logits = fake_children(self.registry, self.seeds, ids, actions.numpy().tolist(),
+                                                          parent_state, self.A, self.scale)
         prefix = torch.from_numpy(np.asarray(prefixes, np.float32)[:, None])
         hidden = prefix.reshape(1, -1, 1).clone()
         return EasyDict(latent_state=torch.tensor(new_ids, dtype=torch.float64)[:, None],

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from _lightzero_ez_two_player import PathRegistry, fake_step, root_logits
+from _lightzero_ez_two_player import PathRegistry, fake_children, fake_step, root_logits
 from _results import write_results
 from _rival import default_rival_dir, run_lightzero_driver
 
@@ -83,14 +83,8 @@ class _FakeOurNet:
 
         ids = latent[:, 0].numpy().astype(np.int64).tolist()
         parent_state = state[0][:, 0].numpy()
-        new_ids, prefixes, values, logits = [], [], [], []
-        for i, (nid, a) in enumerate(zip(ids, action.numpy().tolist())):
-            cid, b, path = self.registry.child(nid, a)
-            p, v, lg = fake_step(int(self.seeds[b]), path, float(parent_state[i]), self.A, self.scale)
-            new_ids.append(cid)
-            prefixes.append(p)
-            values.append(v)
-            logits.append(lg)
+        new_ids, prefixes, values, logits = fake_children(self.registry, self.seeds, ids, action.numpy().tolist(),
+                                                          parent_state, self.A, self.scale)
         prefix = torch.from_numpy(np.asarray(prefixes, np.float32))
         state = prefix[:, None].clone()
         return (torch.tensor(new_ids, dtype=torch.float32)[:, None], (state, state.clone()), prefix,
