@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def write_results(summary: dict[str, Any], default_name: str, path: str | None = None) -> Path:
     """Write ``summary`` as indented JSON to ``path`` or ``benchmarks/results/<default_name>``;
-    print and return the path."""
+    print and return the path. Without ``path`` an existing file is never replaced (the
+    committed results are the docs' evidence): the name gets the time, ``<stem>_<YYYYmmdd-HHMMSS>.json``."""
     out = Path(path) if path else RESULTS / default_name
+    if not path and out.exists():
+        out = out.with_name(f"{out.stem}_{time.strftime('%Y%m%d-%H%M%S')}{out.suffix}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1))
     print(f"written {out}")

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -101,7 +103,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--comm-timeout", type=float, default=300.0)
     p.add_argument("--timeout", type=float, default=1800.0, help="per world size, seconds")
-    p.add_argument("--json-out", default=str(ROOT / "benchmarks" / "results" / "distributed.json"))
+    p.add_argument("--json-out", default=None, help="summary path (default benchmarks/results/distributed.json, "
+                                                      "never replacing an existing one)")
     p.add_argument("extra", nargs="*", help="more config overrides, e.g. policy.batch_size=128")
     args = p.parse_args()
 
@@ -126,10 +129,7 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "results": results,
     }
-    out = Path(args.json_out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out}", file=sys.stderr)
+    write_results(report, "distributed.json", args.json_out)
     return 0 if all(r["returncode"] == 0 for r in results) else 1
 
 

@@ -10,13 +10,13 @@ median process CPU time (steadier than wall time on a shared machine).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
+from _results import write_results
 from lzk_mcts import SearchConfig, StepOutput, search
 
 #: (B roots, S simulations, A actions, ReZero reuse on every root)
@@ -56,16 +56,15 @@ def bench(batch: int, sims: int, actions: int, reuse: bool, repeats: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--json-out", type=Path, default=Path(__file__).parent / "results" / "mcts_tree.json")
+    parser.add_argument("--json-out", default=None, help="summary path (default benchmarks/results/mcts_tree.json, "
+                                                           "never replacing an existing one)")
     args = parser.parse_args()
     rows = [bench(*case, repeats=args.repeats) for case in CASES]
     print(f"{'B':>4} {'S':>4} {'A':>3} {'reuse':>5} {'ms/search':>10} {'p10':>7} {'p90':>7} {'cpu ms':>7} {'us/sim':>8} {'inf/sim':>8}")
     for r in rows:
         print(f"{r['B']:>4} {r['S']:>4} {r['A']:>3} {str(r['reuse']):>5} {r['ms_median']:>10.3f} {r['ms_p10']:>7.3f} "
               f"{r['ms_p90']:>7.3f} {r['cpu_ms_median']:>7.3f} {r['us_per_sim']:>8.1f} {r['inferences_per_sim']:>8.2f}")
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "rows": rows}, indent=2))
-    print(f"wrote {args.json_out}")
+    write_results({"machine": platform.processor() or platform.machine(), "rows": rows}, "mcts_tree.json", args.json_out)
 
 
 if __name__ == "__main__":

@@ -103,8 +103,11 @@ def main() -> None:
     median = statistics.median(times)
     print(f"\n{'seed':>4} {'solved':>7} {'seconds':>8} {'env steps':>10}")
     for r in rows:
-        at = r["at"] or {}
-        print(f"{r['seed']:>4} {str(r['solved']):>7} {at.get('train_s', float('nan')):>8.1f} {at.get('env_steps', 0):>10}")
+        # unsolved: where it stood at its last scoring, marked ">" (not solved by then)
+        at = r["at"] or (r["curve"][-1] if r["curve"] else {"train_s": float("nan"), "env_steps": 0})
+        mark = "" if r["solved"] else ">"
+        print(f"{r['seed']:>4} {str(r['solved']):>7} {mark + format(at['train_s'], '.1f'):>8} "
+              f"{mark + str(at['env_steps']):>10}")
     print(f"median time to perfect play: {median:.1f} s")
     if args.out:
         args.out.write_text(json.dumps({"config": str(args.config), "cap_s": args.cap, "overrides": args.overrides,

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from lzkernel.errors import CheckpointError
+from lzkernel.errors import CheckpointError, ConfigError
 
 log = logging.getLogger("lzkernel.checkpoint")
 
@@ -217,22 +217,22 @@ class CheckpointStore:
                 if STEP_RE.match(p.name) and p.name < newest and not (p / DONE).exists():
                     shutil.rmtree(p, ignore_errors=True)
 
-    def set_aside_newer(self, step: int) -> list[str]:
-        """Move every step directory later than ``step`` into ``abandoned-<time>/`` under the
-        store and return their names (oldest first). A run resumed from an older checkpoint
+    def set_aside_newer(self, step: int) -> tuple[Path | None, list[str]]:
+        """Move every step directory later than ``step`` into ``abandoned-<time>-<pid>/`` under the
+        store and return that directory and their names (oldest first; ``(None, [])`` if none). A run resumed from an older checkpoint
         starts a new history: ``--resume auto`` and the rotation go by step number, so the old
         history's later steps would otherwise pass for this run's. Nothing is deleted."""
         if not self.root.is_dir():
-            return []
+            return None, []
         newer = sorted(p for p in self.root.iterdir() if (m := STEP_RE.match(p.name)) and int(m.group(1)) > step)
         if not newer:
-            return []
+            return None, []
         dest = self.root / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         dest.mkdir()
         for p in newer:
             os.replace(p, dest / p.name)
         _fsync_dir(self.root)
-        return [p.name for p in newer]
+        return dest, [p.name for p in newer]
 
     # -- finding and loading -----------------------------------------------------------------
 
@@ -392,3 +392,12 @@ def load(path: str | Path, map_location: str = "cpu") -> tuple[dict[str, Any], d
         raise _damaged(p, f"arrays.npz lacks {', '.join(lacking)}" if lacking
                        else f"arrays.npz holds arrays meta.json does not list: {', '.join(extra)}")
     return state, arrays, meta
+
+
+def refuse_fresh_run_into(run_dir: Path) -> None:
+    """A fresh run (no ``--resume``) must not write into a directory that holds checkpoints:
+    ConfigError saying how to resume it. Asked by the run and, once before any rank starts, by
+    ``lzkernel launch``."""
+    if CheckpointStore(Path(run_dir) / "ckpt").complete_steps():
+        raise ConfigError(f"run.out_dir '{run_dir}' already holds checkpoints; resume it with --resume auto "
+                          f"or choose another directory (run.out_dir=...)")

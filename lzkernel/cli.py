@@ -210,6 +210,8 @@ def cmd_config(args: argparse.Namespace) -> int:
         return 0
     rows = describe(RunConfig, "run")
     for role, (name, options) in config.sections.items():
+        # the section's component, chosen among the registered ones (`lzkernel plugins` says whose)
+        rows.append((f"{role}.name", "str", name, f"One of: {', '.join(kernel.registry.names(role))}."))
         if options is not None:
             rows += describe(type(options), role)
     width = max(len(r[0]) for r in rows)

@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from datetime import timedelta
 from typing import IO, Any, Sequence
 
@@ -87,6 +88,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 def _check_config(nproc: int, run_args: Sequence[str]) -> None:
     """Validate the run's arguments and config once, here (exit 2 before N ranks start)."""
+    from lzkernel.checkpoint import refuse_fresh_run_into
     from lzkernel.cli import _kernel, _parse, _parser
     from lzkernel.config.loader import load_config
 
@@ -99,6 +101,8 @@ def _check_config(nproc: int, run_args: Sequence[str]) -> None:
     if nproc > 1 and name in _SINGLE_PROCESS:
         raise ConfigError(f"lzkernel launch --nproc {nproc}: comm.name is '{name}', a single-process backend, so "
                           f"the ranks would be {nproc} separate runs; pass comm.name=gloo (or nccl)")
+    if args.resume is None:
+        refuse_fresh_run_into(Path(config.run.out_dir))
     if name == "nccl" and (reason := nccl_unavailable_reason(nproc - 1)) is not None:
         raise nccl_error(reason)
     if name == "gloo":

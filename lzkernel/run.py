@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from lzkernel import rundir
-from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint
+from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint, refuse_fresh_run_into
 from lzkernel.config.loader import ResolvedConfig
 from lzkernel.errors import CheckpointError, ConfigError
 from lzkernel.memory import retain_freed_memory
@@ -129,11 +129,8 @@ class RunContext:
             if self._lock is None:  # RANK said otherwise, but this process is rank 0: lock now
                 self._lock = rundir.acquire(run_dir)
             store_root = run_dir / "ckpt"
-            if self._resume_path is None and CheckpointStore(store_root).complete_steps():
-                raise ConfigError(
-                    f"run.out_dir '{run_dir}' already holds checkpoints; resume it with --resume auto "
-                    f"or choose another directory (run.out_dir=...)"
-                )
+            if self._resume_path is None:
+                refuse_fresh_run_into(run_dir)
             if self._resume_path is None:
                 rundir.set_aside_earlier_start(run_dir)
             self.dir = run_dir
@@ -329,11 +326,10 @@ class RunContext:
         """``--resume PATH`` to an earlier step than this run dir's newest: move the later steps
         aside (:meth:`CheckpointStore.set_aside_newer`), so that they are neither resumed by a
         later ``--resume auto`` nor counted by the rotation as this history's."""
-        moved = self.checkpoints.set_aside_newer(step)
+        dest, moved = self.checkpoints.set_aside_newer(step)
         if moved:
             log.warning("--resume %s: this run continues from step %d; the %d later checkpoint(s) of %s (%s ... %s) "
-                        "were moved into %s", path, step, len(moved), self.checkpoints.root, moved[0], moved[-1],
-                        self.checkpoints.root / "abandoned-*")
+                        "were moved into %s", path, step, len(moved), self.checkpoints.root, moved[0], moved[-1], dest)
 
     def _auto_resume(self, run_dir: Path) -> Path | None:
         """``--resume auto``: the newest checkpoint that passes its integrity check, or None."""

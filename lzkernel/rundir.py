@@ -245,10 +245,13 @@ def set_aside_earlier_start(directory: Path) -> Path | None:
     before its first record, e.g. a config error while building the env) they are removed.
     Reason: ``metrics.jsonl`` and ``command.txt`` are appended to and ``overrides.txt`` keeps
     the first invocation's, so without this the new run's files would carry the old start's
-    records and overrides."""
-    present = [directory / name for name in RUN_FILES if (directory / name).exists()]
+    records and overrides. A symbolic link is left where it is (the user put it there: the run
+    writes through it)."""
+    present = [directory / name for name in RUN_FILES
+               if (directory / name).exists() and not (directory / name).is_symlink()]
     metrics, tb = directory / "metrics.jsonl", directory / "tb"
-    recorded = (metrics.is_file() and metrics.stat().st_size > 0) or (tb.is_dir() and any(tb.iterdir()))
+    metrics, tb = (metrics if metrics in present else None), (tb if tb in present else None)
+    recorded = (metrics is not None and metrics.stat().st_size > 0) or (tb is not None and any(tb.iterdir()))
     if not recorded:
         for path in present:
             shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -11,6 +11,7 @@ fewer frames than steps (its duration is still right); use MP4 to count frames.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,9 @@ class VideoRecorder:
         if not self.path.parent.is_dir():
             raise ConfigError(f"--video {path}: directory {self.path.parent} does not exist")
         self._iio = _imageio(suffix)  # fail before playing, not after
+        # Frames are drawn off-screen (render_mode="rgb_array"): pygame's SDL needs no display,
+        # and without a driver named it probes for one and prints an XDG_RUNTIME_DIR error.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         self.episodes, self.fps = episodes, float(fps)
         self.frames: list[np.ndarray] = []
         self.episode_lengths: list[int] = []  # frames of each recorded episode

@@ -81,7 +81,7 @@ def check_compatibility(config: ResolvedConfig, registry: Registry) -> list[str]
             if missing:
                 has = ", ".join(p.__name__ for p in peer.provides) or "none of these"
                 problems.append(
-                    f"{role} '{comp.name}' needs a {other} that provides "
+                    f"{role} '{comp.name}' needs {'an' if other[0] in 'aeiou' else 'a'} {other} that provides "
                     f"{', '.join(protocol_summary(p) for p in missing)}; {other} '{peer.name}' provides {has}")
     ctx = CheckContext(config, components)
     for role, comp in components.items():

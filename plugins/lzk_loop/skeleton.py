@@ -223,8 +223,7 @@ class LoopTrainer(LoopCheckpoints):
                 break
         run.stop_reason = self._stop_reason()
         self._save()
-        if self.evaluator is not None and self.last_eval is not None:
-            run.progress(f"done: last eval {self.last_eval:.1f}")
+        run.progress(run.stop_reason)  # the progress line's last words: why it ended
 
     def _train_epoch(self, updates: int, start: int = 0, decided: bool = True) -> bool:
         """Updates ``start`` .. ``updates - 1`` of this epoch (a resumed run starts inside it:

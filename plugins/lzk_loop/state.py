@@ -150,7 +150,7 @@ class LoopCheckpoints:
         if saved_world != run.world_size:
             raise ConfigError(
                 f"the checkpoint {run.resume_path} was written by a run with {saved_world} rank(s); resume it "
-                f"with the same world size (torchrun --nproc_per_node={saved_world}), not {run.world_size}")
+                f"with the same world size (lzkernel launch --nproc {saved_world} ...), not {run.world_size}")
         self.policy.load_state_dict(state["policy"])
         self.collector.load_state_dict(state["collector"])
         if self.evaluator is not None and "evaluator" in state:
