@@ -45,3 +45,13 @@ def test_launch_with_more_ranks_than_cores_is_one_line_exit_2(tmp_path: Path) ->
     proc = lzk(["launch", "--nproc", str(nproc), cfg, "-p", "lzk_fault_plugin"], tmp_path)
     assert_one_line_error(proc, f"{nproc} ranks on this machine", "comm.oversubscribe=true")
     assert "[rank" not in proc.stderr + proc.stdout and not (tmp_path / "out").exists()
+
+
+def test_launch_into_a_directory_with_checkpoints_is_refused_before_any_rank(tmp_path: Path) -> None:
+    """A fresh launch into a run directory that holds checkpoints: one line, exit 2, no rank
+    started (each rank used to find it out itself, rank 1 with a PeerFailed line first)."""
+    cfg = loop_config(tmp_path / "c.yaml", tmp_path / "out", run={"max_train_iters": 2})
+    assert lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path).returncode == 0
+    proc = lzk(["launch", "--nproc", "2", cfg, "-p", "lzk_fault_plugin", "comm.name=gloo"], tmp_path)
+    assert_one_line_error(proc, "already holds checkpoints", "--resume auto")
+    assert "[rank" not in proc.stderr + proc.stdout

@@ -319,6 +319,9 @@ def test_config_explain_lists_keys_with_docs(demo_path: SimpleNamespace, tmp_pat
     assert "Step size of the toy parameter update." in rows["trainer.lr"]
     assert "float" in rows["trainer.lr"]
     assert "run.keep_last" in rows and "run.seed" in rows
+    # each section's component and the registered choices for it
+    assert "'demo_counter'" in rows["trainer.name"] and "One of: " in rows["trainer.name"]
+    assert "demo_counter" in rows["trainer.name"].split("One of: ")[1]
 
 
 # ---------------------------------------------------------------------------------------------
