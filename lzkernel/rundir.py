@@ -40,9 +40,9 @@ log = logging.getLogger("lzkernel")
 LOCK_NAME = ".lock"
 
 #: What a run writes into its directory besides ``ckpt/`` and the lock: the kernel's run files
-#: and the first-party metric sinks' (``metrics.jsonl``, ``tb/``).
+#: and the first-party sinks' (``metrics.jsonl``, ``tb/``, ``summary.json``).
 RUN_FILES = ("config.yaml", "overrides.txt", "command.txt", "versions.json", "resolved.json", "seeds.json",
-             "metrics.jsonl", "tb")
+             "metrics.jsonl", "tb", "summary.json")
 
 try:
     import fcntl

@@ -2,6 +2,7 @@
 other live processes are never cleaned away."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -184,12 +185,15 @@ def test_a_start_that_failed_on_a_config_error_leaves_nothing_to_the_next_run(tm
                 "env.id=CartPol-v0", "run.progress=false"], tmp_path)
     assert_one_line_error(proc, "env.id", "CartPol-v0")
     assert (out / "overrides.txt").is_file()  # the failed start wrote its run files
+    failed = json.loads((out / "summary.json").read_text())
+    assert failed["status"] == "failed" and failed["exit_code"] == 2 and "CartPol-v0" in failed["error"]
     cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 3})
     proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "overrides.txt").read_text() == ""  # this run's (none), not env.id=CartPol-v0
     assert "CartPol" not in (out / "command.txt").read_text()
     assert not list(out.glob("abandoned-*")) and "earlier start" not in proc.stderr  # nothing to keep
+    assert json.loads((out / "summary.json").read_text())["status"] == "finished"
 
 
 def test_a_fresh_run_sets_aside_the_records_of_a_start_without_checkpoint(tmp_path: Path) -> None:
