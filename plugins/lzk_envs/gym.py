@@ -4,8 +4,10 @@ Why our own vector env rather than ``gymnasium.vector.SyncVectorEnv(autoreset_mo
 
 * the episode collector and the evaluator step only the envs that still owe episodes (the
   ``active`` mask of :meth:`GymVectorEnv.step`); ``SyncVectorEnv`` always steps every env;
-* per-env legal masks come from each env's ``info["action_mask"]``, and errors (non-finite
-  values, illegal actions) must name the env id and the env index;
+* per-env legal masks come from each env's ``info["action_mask"]`` (not read at an episode's
+  final state, where no action is chosen and envs may report none legal), and errors
+  (non-finite values, illegal actions, exceptions the env raises) must name the env id and the
+  env index;
 * the episode return and length of a finished episode are tracked here, not read back from
   wrappers; and gymnasium's vector API has changed between releases (0.29 → 1.0), this has not.
 
@@ -26,7 +28,8 @@ from lzk_envs.vector import check_step_args, check_restored
 
 
 class EnvError(LzkernelError, RuntimeError):
-    """An environment misbehaved at run time (non-finite values, bad action mask, bad action)."""
+    """An environment misbehaved at run time (non-finite values, bad action mask, an exception
+    from its ``reset``/``step``, chained as the cause), named by env id and env index."""
 
 
 def _make(env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> gymnasium.Env:
@@ -38,6 +41,8 @@ def _make(env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) ->
         raise ConfigError(f"env.id: cannot make gymnasium env {env_id!r}: {exc}") from exc
     except TypeError as exc:  # the env constructor rejected a keyword
         raise ConfigError(f"env.kwargs: gymnasium env {env_id!r} rejected kwargs {kwargs!r}: {exc}") from exc
+    except ImportError as exc:  # "module:Id" whose module is missing (gymnasium imports it first)
+        raise ConfigError(f"env.id: cannot make gymnasium env {env_id!r}: {exc}") from exc
 
 
 @dataclass
@@ -192,7 +197,9 @@ class GymVectorEnv:
                 f"{arr.shape}, expected {self.obs_shape}"
             )
         if not np.isfinite(arr).all():
-            raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) returned a non-finite observation: {arr}")
+            # A finite float64 beyond float32's range (±3.4e38) becomes inf here: say so, not "non-finite".
+            what = "a non-finite" if not np.isfinite(raw).all() else "a float32-overflowing (|x| > 3.4e38)"
+            raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) returned {what} observation: {raw}")
         return arr
 
     def _check_reward(self, i: int, reward: Any) -> float:
@@ -232,7 +239,13 @@ class GymVectorEnv:
             self._replay_seed[i] = seed
             self._replay_rng[i] = None if seed is not None else generator_state(self._envs[i].unwrapped.np_random)
             self._replay_actions[i] = array("q")
-        obs, info = self._envs[i].reset(seed=seed)
+        try:
+            obs, info = self._envs[i].reset(seed=seed)
+        except LzkernelError:
+            raise
+        except Exception as exc:  # name the env: the run's one-line error would not say which
+            raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) raised {type(exc).__name__} in "
+                           f"reset(seed={seed}): {exc}") from exc
         self._obs[i] = self._check_obs(i, obs)
         self._legal[i] = self._mask(i, info)
         self._ret[i] = 0.0
@@ -291,11 +304,18 @@ class GymVectorEnv:
                     f"gymnasium env {self.env_id!r} (env index {i}): action {a} is not legal "
                     f"(num_actions={self.num_actions}, legal={np.flatnonzero(self._legal[i]).tolist()})"
                 )
-            obs, r, term, trunc, info = self._envs[i].step(a)
+            try:
+                obs, r, term, trunc, info = self._envs[i].step(a)
+            except LzkernelError:
+                raise
+            except Exception as exc:  # name the env: the run's one-line error would not say which
+                raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) raised {type(exc).__name__} in "
+                               f"step({a}): {exc}") from exc
             self._replay_actions[i].append(a)
             reward[i] = self._check_reward(i, r)
             final_obs[i] = self._obs[i] = self._check_obs(i, obs)
-            self._legal[i] = self._mask(i, info)
+            if not (term or trunc):  # a final state's mask is never used, and may rightly be all False
+                self._legal[i] = self._mask(i, info)
             self._ret[i] += reward[i]
             self._len[i] += 1
             terminated[i], truncated[i] = bool(term), bool(trunc)

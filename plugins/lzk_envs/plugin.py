@@ -16,7 +16,11 @@ from lzkernel import (Component, EvalVariantEnvSpec, FrameEnvSpec, RenderableEnv
 class GymEnvConfig:
     """Options of the ``gymnasium`` env component."""
 
-    id: str = option(doc="A gymnasium env id, e.g. CartPole-v0 (Discrete action space, Box observations).")
+    id: str = option(doc="A gymnasium env id, e.g. CartPole-v0 (Discrete action space, Box observations), or "
+                         "module:Id to import module first so that it registers Id (a class path is not "
+                         "accepted: call gymnasium.register in that module). Legal actions come from "
+                         "info['action_mask'] ([A] bool, at least one legal) of reset and step, ignored at an "
+                         "episode's final state; without it every action is legal.")
     kwargs: dict[str, Any] = option({}, doc="Keyword arguments passed to gymnasium.make.")
     truncation_as_terminal: bool = option(
         True,

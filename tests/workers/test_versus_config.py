@@ -90,5 +90,5 @@ def test_cli_needs_a_simulator_env(tmp_path: Path, capsys: pytest.CaptureFixture
     code, err = _config(tmp_path, {"name": "gymnasium", "id": "CartPole-v1"}, {}, {}, capsys)
     assert code == 2
     lines = err.splitlines()[1:]
-    assert len(lines) == 2 and all("needs a env that provides SimulatorEnvSpec" in line for line in lines), err
+    assert len(lines) == 2 and all("needs an env that provides SimulatorEnvSpec" in line for line in lines), err
     assert lines[0].strip().startswith("collector 'versus'") and lines[1].strip().startswith("evaluator 'versus'")
