@@ -237,10 +237,13 @@ class CheckpointStore:
     # -- finding and loading -----------------------------------------------------------------
 
     def complete_steps(self) -> list[Path]:
-        """Step directories carrying ``DONE``, oldest first (hashes not checked)."""
+        """Step directories carrying ``DONE``, oldest first (hashes not checked). A symbolic link
+        is not one of this store's checkpoints (it may point anywhere): never resumed by
+        ``--resume auto`` nor rotated; an explicit ``--resume PATH`` may still name it."""
         if not self.root.is_dir():
             return []
-        dirs = [p for p in self.root.iterdir() if STEP_RE.match(p.name) and (p / DONE).is_file()]
+        dirs = [p for p in self.root.iterdir()
+                if STEP_RE.match(p.name) and not p.is_symlink() and (p / DONE).is_file()]
         return sorted(dirs, key=lambda p: p.name)
 
     def latest(self) -> Path | None:

@@ -309,8 +309,9 @@ class GymVectorEnv:
             except LzkernelError:
                 raise
             except Exception as exc:  # name the env: the run's one-line error would not say which
-                raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) raised {type(exc).__name__} in "
-                               f"step({a}): {exc}") from exc
+                raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}, seed {self.seed + i}, step "
+                               f"{self._len[i] + 1} of its episode) raised {type(exc).__name__} in step({a}): "
+                               f"{exc}") from exc
             self._replay_actions[i].append(a)
             reward[i] = self._check_reward(i, r)
             final_obs[i] = self._obs[i] = self._check_obs(i, obs)

@@ -1,0 +1,599 @@
+"""RELIABILITY.md test-menu items that no other test proved (an audit of tests/ against the menu).
+
+Each test names its menu item. Not here: A1's env restarts (``env.max_restarts``, R5), by design
+(docs/architecture.md, "An env that raises"); A2/A3/C3 have no env worker processes or queues.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fault_helpers import REPO, assert_one_line_error, fault_env, loop_config, lzk, popen, wait_for
+
+# The env module of the A1/B11 cases: written into each test's tmp_path (importable through
+# PYTHONPATH in a subprocess, through sys.path in process).
+_ENV_MODULE = '''
+import os
+import gymnasium
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class RaiseCartPoleEnv(CartPoleEnv):
+    """CartPole whose step raises at the LZK_RAISE_AT-th step of the process."""
+    steps = 0
+
+    def step(self, action):
+        RaiseCartPoleEnv.steps += 1
+        if RaiseCartPoleEnv.steps == int(os.environ.get("LZK_RAISE_AT", "-1")):
+            raise RuntimeError("injected env failure")
+        return super().step(action)
+
+
+class FourTupleEnv(CartPoleEnv):
+    """The old gym step API: (obs, reward, done, info)."""
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        return obs, r, term or trunc, info
+
+
+class NoInfoResetEnv(CartPoleEnv):
+    """reset() returns the observation only (no info)."""
+
+    def reset(self, *, seed=None, options=None):
+        return super().reset(seed=seed)[0]
+
+
+class WrongShapeEnv(CartPoleEnv):
+    """Declares Box(4) but steps return shape (3,)."""
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        return np.zeros(3, np.float32), r, term, trunc, info
+
+
+class NoLegalActionEnv(CartPoleEnv):
+    """After a step, info["action_mask"] is all False."""
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        return obs, r, term, trunc, {"action_mask": np.zeros(2, bool)}
+
+
+for _cls in (RaiseCartPoleEnv, FourTupleEnv, NoInfoResetEnv, WrongShapeEnv, NoLegalActionEnv):
+    gymnasium.register(f"Lzk{_cls.__name__}-v0", entry_point=_cls, max_episode_steps=200,
+                       disable_env_checker=True)
+'''
+
+#: ReZero on CartPole made tiny (the A1 / B9 runs).
+_TINY = ["run.progress=false", "run.threads=1", "run.log_every=1", "policy.num_simulations=4",
+         "update_schedule.updates_per_collect=2", "collector.envs=2", "collector.n_episode=2",
+         "evaluator.envs=2", "evaluator.episodes=2", "evaluator.every_train_iters=1000",
+         "policy.batch_size=16", "trainer.reanalyze_min_transitions=100000"]
+
+
+@pytest.fixture
+def env_module(tmp_path: Path) -> Path:
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "lzk_gap_envs.py").write_text(_ENV_MODULE, encoding="utf-8")
+    return mods
+
+
+# ---------------------------------------------------------------------------------------------
+# A1: an env that raises mid-episode
+# ---------------------------------------------------------------------------------------------
+
+
+def _raising_run(tmp_path: Path, mods: Path, *extra: str) -> tuple[object, float]:
+    args = ["run", REPO / "configs" / "cartpole_rezero_fast.yaml", f"run.out_dir={tmp_path / 'out'}", *_TINY,
+            "run.max_train_iters=50", "env.id=lzk_gap_envs:LzkRaiseCartPoleEnv-v0", "-p", "lzk_gap_envs", *extra]
+    t0 = time.monotonic()
+    proc = lzk(args, tmp_path, fault_env(mods, LZK_RAISE_AT="60"), timeout=60)
+    return proc, time.monotonic() - t0
+
+
+def test_a1_an_env_that_raises_fails_fast_naming_the_env(env_module: Path, tmp_path: Path) -> None:
+    """A1, the max_restarts=0 half: exit non-zero soon after the failure, one error line naming
+    the env id and the env index with the env's own error; summary.json says how it failed."""
+    proc, seconds = _raising_run(tmp_path, env_module)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("lzkernel: error: rank 0: ") and "injected env failure" in last, last
+    assert "'lzk_gap_envs:LzkRaiseCartPoleEnv-v0'" in last and "env index" in last, last
+    assert seconds < 30, seconds  # process start (torch import) included; the failure itself is at once
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "injected env failure" in summary["error"]
+
+
+def test_a1_the_error_of_a_raising_env_names_its_seed_and_step(env_module: Path, tmp_path: Path) -> None:
+    proc, _ = _raising_run(tmp_path, env_module)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "seed" in last and re.search(r"\bstep \d+", last), last
+
+
+# ---------------------------------------------------------------------------------------------
+# A4 variant: a second SIGTERM exits at once; the previous checkpoint still loads
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a4_a_second_sigterm_exits_at_once_and_the_previous_checkpoint_loads(tmp_path: Path) -> None:
+    from lzkernel.checkpoint import CheckpointStore, load
+
+    out = tmp_path / "out"
+    # 2 s of sleep per iteration: after the first signal the run would go on sleeping before its
+    # next boundary; the second one must end it at once.
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 1000, "checkpoint_every": 1},
+                      trainer={"sleep_s": 2.0})
+    proc = popen(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
+    try:
+        wait_for(lambda: CheckpointStore(out / "ckpt").latest() is not None, 60, "the first checkpoint", proc)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        second = time.monotonic()
+        _, err = proc.communicate(timeout=20)
+        took = time.monotonic() - second
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert took < 1.5, took  # not after the rest of the 2 s sleep and a save
+    assert "received SIGTERM" in err
+    latest = CheckpointStore(out / "ckpt").latest()
+    assert latest is not None
+    state, arrays, meta = load(latest)
+    assert state["counters"]["train_iter"] == int(latest.name.split("_")[1]) >= 1
+    assert len(arrays["trace"]) == state["counters"]["train_iter"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A5: kill -9 while checkpoints are being written (a real process, random offsets)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a5_kill_9_at_random_moments_of_checkpoint_writing_never_breaks_resume(tmp_path: Path) -> None:
+    """A checkpoint every iteration (the loop is mostly saving), SIGKILL at random moments of
+    five runs on one directory: after each, the newest complete checkpoint verifies and loads,
+    and ``--resume auto`` goes on from it; no temporary survives the next save."""
+    from lzkernel.checkpoint import CheckpointStore, load
+
+    out = tmp_path / "out"
+    rng = random.Random(1234)
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 10**6, "checkpoint_every": 1,
+                                                     "log_every": 1000})
+    last_iter, torn = 0, 0
+    for attempt in range(5):
+        args = ["run", cfg, "-p", "lzk_fault_plugin"] + (["--resume", "auto"] if attempt else [])
+        proc = popen(args, tmp_path)
+        try:
+            wait_for(lambda: any(int(p.name.split("_")[1]) > last_iter for p in CheckpointStore(out / "ckpt")
+                                 .complete_steps()), 60, "a new checkpoint", proc)
+            time.sleep(rng.uniform(0.0, 0.3))
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == -signal.SIGKILL
+        torn += len(list((out / "ckpt").glob(".*.tmp-*")))
+        latest = CheckpointStore(out / "ckpt").latest()
+        assert latest is not None
+        state, arrays, _ = load(latest)
+        it = state["counters"]["train_iter"]
+        assert it == int(latest.name.split("_")[1]) and len(arrays["trace"]) == it
+        assert it >= last_iter  # the resume went on from the previous one
+        last_iter = it
+    # The last resume ends normally and cleans every temporary left by the kills.
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--resume", "auto", f"run.max_train_iters={last_iter + 2}"],
+               tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not list((out / "ckpt").glob(".*.tmp-*")) and not list((out / "ckpt").glob(".*.old-*"))
+    state, _, _ = load(CheckpointStore(out / "ckpt").latest())
+    assert state["counters"]["train_iter"] == last_iter + 2
+    print(f"kills that left a temporary directory: {torn} of 5")
+
+
+# ---------------------------------------------------------------------------------------------
+# B5: out-of-range values of the shipped schema (not only the test schema of tests/kernel)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_b5_out_of_range_values_of_a_real_config_are_exit_2_with_their_key_paths(tmp_path: Path) -> None:
+    proc = lzk(["config", REPO / "configs" / "cartpole_rezero_fast.yaml", "buffer.capacity=0",
+                "policy.num_simulations=0", "policy.discount=1.5"], tmp_path, timeout=60)
+    message = assert_one_line_error(proc, "(3 problems)")
+    for needle in ("buffer.capacity: must be >= 1, got 0", "policy.num_simulations: must be >= 1, got 0",
+                   "policy.discount: must be <= 1.0, got 1.5"):
+        assert needle in message, message
+
+
+# ---------------------------------------------------------------------------------------------
+# B9: a gradient (not the loss) turns NaN once
+# ---------------------------------------------------------------------------------------------
+
+
+def _muzero_learner(**cfg_kw):  # noqa: ANN202
+    import copy
+
+    sys.path.insert(0, str(REPO / "tests" / "muzero"))
+    try:
+        from muzero_helpers import make_batch, small_policy_cfg
+    finally:
+        sys.path.pop(0)
+    from lzk_common.support import DiscreteSupport
+    from lzk_muzero.learner import Learner
+    from lzk_muzero.models import build_model
+
+    support = DiscreteSupport.from_range([-10, 11, 1])
+    cfg = small_policy_cfg(learn_dtype="float32", **cfg_kw)
+    model = build_model(cfg.model, (4,), 2)
+    return Learner(model, copy.deepcopy(model).eval(), cfg, support, support), make_batch
+
+
+@pytest.mark.parametrize("policy", ["skip", "raise"])
+def test_b9_a_nan_gradient_with_a_finite_loss_is_skipped_or_raised(policy: str) -> None:
+    import torch
+
+    from lzk_common.learner import NonFiniteLossError
+
+    torch.manual_seed(0)
+    learner, make_batch = _muzero_learner(on_nonfinite=policy)
+    params = [p for p in learner.model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    poisoned = {"left": 1}
+
+    def once(grad: torch.Tensor) -> torch.Tensor:
+        if poisoned["left"]:
+            poisoned["left"] -= 1
+            return grad * float("nan")
+        return grad
+
+    handle = params[0].register_hook(once)
+    batch = make_batch(8, 3, 2, (4,))
+    try:
+        if policy == "raise":
+            with pytest.raises(NonFiniteLossError):
+                learner.step(batch)
+            return
+        metrics, prio, _ = learner.step(batch)
+    finally:
+        handle.remove()
+    assert np.isfinite(metrics["train/loss_total"])  # the loss was finite: only the gradient was not
+    assert metrics["train/skipped_nonfinite"] == 1.0 and learner.steps == 0
+    assert all(torch.equal(b, p.detach()) for b, p in zip(before, params))
+    assert np.isfinite(prio).all()
+    metrics, _, _ = learner.step(make_batch(8, 3, 2, (4,)))
+    assert metrics["train/skipped_nonfinite"] == 0.0 and learner.steps == 1
+    assert all(torch.isfinite(p).all() for p in params)
+
+
+# ---------------------------------------------------------------------------------------------
+# B10 / B11: wrong spaces and API misuse by a gymnasium env
+# ---------------------------------------------------------------------------------------------
+
+
+def _vector_env(env_module: Path, name: str):  # noqa: ANN202
+    sys.path.insert(0, str(env_module))
+    try:
+        import lzk_gap_envs  # noqa: F401  (registers the envs)
+    finally:
+        sys.path.pop(0)
+    from lzk_envs.plugin import GymEnvConfig, make_gym_env
+
+    return make_gym_env(GymEnvConfig(id=f"Lzk{name}-v0"), None).make_vector(2, seed=0)
+
+
+@pytest.mark.parametrize(("name", "needle"), [
+    ("WrongShapeEnv", r"'LzkWrongShapeEnv-v0' \(env index 0\) returned an observation of shape \(3,\), expected \(4,\)"),
+    ("NoLegalActionEnv", r"'LzkNoLegalActionEnv-v0' \(env index 0\) gave info\['action_mask'\].*with a legal action"),
+])
+def test_b10_a_wrong_observation_shape_or_no_legal_action_names_env_and_space(env_module: Path, name: str,
+                                                                              needle: str) -> None:
+    from lzk_envs.gym import EnvError
+
+    venv = _vector_env(env_module, name)
+    venv.reset()
+    with pytest.raises(EnvError, match=needle):
+        venv.step(np.array([0, 1]))
+    venv.close()
+
+
+@pytest.mark.parametrize(("name", "call"), [("FourTupleEnv", "step(1)"), ("NoInfoResetEnv", "reset(seed=")])
+def test_b11_gym_api_misuse_is_an_error_naming_the_env_and_the_call(env_module: Path, name: str, call: str) -> None:
+    """An old-gym 4-tuple step and a reset() without info fail at the first call, naming the env."""
+    from lzk_envs.gym import EnvError
+
+    venv = _vector_env(env_module, name)
+    with pytest.raises(EnvError) as info:
+        venv.reset()
+        venv.step(np.array([1, 1]))
+    message = str(info.value)
+    assert f"'Lzk{name}-v0' (env index 0" in message and call in message, message
+    assert "unpack" in message, message  # the API mismatch itself (a 4-tuple, no info)
+    venv.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# B13: a file that is not a checkpoint directory
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["lightzero .pth.tar", "random zip"])
+def test_b13_a_checkpoint_file_of_another_kind_is_exit_2_naming_it(kind: str, tmp_path: Path) -> None:
+    import zipfile
+
+    if kind == "random zip":
+        bad = tmp_path / "random.zip"
+        with zipfile.ZipFile(bad, "w") as z:
+            z.writestr("data.pkl", b"\x80\x04N.")
+    else:
+        import torch
+
+        bad = tmp_path / "iteration_100.pth.tar"  # LightZero's layout: one torch.save'd dict
+        torch.save({"model": {"w": torch.zeros(2)}, "last_iter": 100}, bad)
+    cfg = loop_config(tmp_path / "c.yaml", tmp_path / "out")
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--resume", bad], tmp_path)
+    message = assert_one_line_error(proc, f"--resume {bad}", "is not a checkpoint directory")
+    assert "Unpickling" not in proc.stderr, message
+    assert not (tmp_path / "out" / "ckpt").exists()  # never a silent fresh start
+
+
+# ---------------------------------------------------------------------------------------------
+# E1 / E5: pickles in a checkpoint never run, whatever torch's override switch says
+# ---------------------------------------------------------------------------------------------
+
+
+class _Payload:
+    """Unpickling this runs ``touch PATH``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple:
+        return (os.system, (f"touch {self.path}",))
+
+
+def _rehash(step: Path) -> None:
+    manifest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(step.iterdir())
+                if p.name not in ("DONE", "manifest.json")}
+    (step / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def finished_loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A fault_loop run of 10 iterations: checkpoints at 5 and 10, each with arrays.npz."""
+    tmp = tmp_path_factory.mktemp("loop")
+    cfg = loop_config(tmp / "c.yaml", tmp / "out")
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return cfg, tmp / "out"
+
+
+@pytest.mark.parametrize("where", ["arrays.npz object array", "state.pt, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"])
+def test_e1_a_pickle_payload_in_a_rehashed_checkpoint_never_runs(where: str, finished_loop: tuple[Path, Path],
+                                                                  tmp_path: Path) -> None:
+    import shutil
+
+    import torch
+
+    cfg, src = finished_loop
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    step = out / "ckpt" / "step_000000000010"
+    sentinel = tmp_path / "SENTINEL"
+    env = fault_env()
+    if where.startswith("arrays"):
+        payload = np.empty(1, dtype=object)
+        payload[0] = _Payload(sentinel)
+        np.savez(step / "arrays.npz", trace=payload)  # numpy pickles object arrays
+        detail = "arrays.npz"
+    else:
+        torch.save({"trainer": {"param": _Payload(sentinel)}}, step / "state.pt")
+        env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # torch's switch back to full unpickling
+        detail = "state.pt cannot be loaded safely (weights_only=True)"
+    _rehash(step)  # an attacker who writes the files writes the manifest too
+    proc = lzk(["run", cfg, f"run.out_dir={out}", "run.max_train_iters=12", "-p", "lzk_fault_plugin",
+                "--resume", str(step)], tmp_path, env)
+    assert_one_line_error(proc, f"checkpoint {step} is damaged", detail)
+    assert not sentinel.exists()
+    # the control: an unrestricted load would have run it
+    if where.startswith("arrays"):
+        with np.load(step / "arrays.npz", allow_pickle=True) as data:
+            data["trace"]
+    else:
+        torch.load(step / "state.pt", weights_only=False)
+    assert sentinel.exists()
+
+
+def test_e5_no_unsafe_loader_in_the_product_code() -> None:
+    """A TOR102-like lint: every torch.load passes weights_only=True, every np.load
+    allow_pickle=False; yaml.load only in the audited strict loader; no pickle/marshal loads."""
+    bad: list[str] = []
+    files = [*(REPO / "lzkernel").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]
+    assert len(files) > 50
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(REPO)
+        for m in re.finditer(r"\b(torch\.load|np\.load|numpy\.load|yaml\.load|yaml\.unsafe_load|pickle\.loads?|"
+                             r"marshal\.loads?|dill\.loads?|cloudpickle\.loads?)\(", text):
+            call = text[m.start():text.find(")", m.end()) + 1]
+            line = text.count("\n", 0, m.start()) + 1
+            if text[max(0, m.start() - 2):m.start()].endswith("``"):
+                continue  # a docstring naming the call
+            fn = m.group(1)
+            if fn == "torch.load" and "weights_only=True" in call:
+                continue
+            if fn in ("np.load", "numpy.load") and "allow_pickle=False" in call:
+                continue
+            if fn == "yaml.load" and str(rel) == "lzkernel/config/strict_yaml.py" and "StrictLoader" in call:
+                continue
+            bad.append(f"{rel}:{line}: {call}")
+    assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# E2: YAML tags other than python's (an !include) are refused too
+# ---------------------------------------------------------------------------------------------
+
+
+def test_e2_an_include_tag_is_refused_with_file_line_column(tmp_path: Path) -> None:
+    from lzkernel import ConfigError
+    from lzkernel.config.loader import load_yaml
+
+    other = tmp_path / "other.yaml"
+    other.write_text("seed: 1\n")
+    p = tmp_path / "cfg.yaml"
+    p.write_text("run: !include other.yaml\ntrainer: {name: fault_loop}\n")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(p)
+    assert f"{p}:1:6:" in str(info.value) and "'!include'" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# E6: manifest path safety
+# ---------------------------------------------------------------------------------------------
+
+
+def _store_with_one(root: Path):  # noqa: ANN202
+    import torch
+
+    from lzkernel.checkpoint import CheckpointStore
+
+    store = CheckpointStore(root, keep_last=3, config_yaml="run: {seed: 1}\n")
+    return store, store.save(1, {"p": torch.zeros(2)}), store.save(2, {"p": torch.ones(2)})
+
+
+@pytest.mark.parametrize("entry", ["../../../outside.txt", "ABSOLUTE", "symlink"])
+def test_e6_a_manifest_naming_a_file_outside_or_a_symlink_is_refused(entry: str, tmp_path: Path) -> None:
+    """Each case is a checkpoint whose hashes all match: only the path rule refuses it."""
+    from lzkernel import CheckpointError
+    from lzkernel.checkpoint import load, verify
+
+    store, good, step = _store_with_one(tmp_path / "run" / "ckpt")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    manifest = json.loads((step / "manifest.json").read_text())
+    if entry == "symlink":
+        outside.write_bytes((step / "state.pt").read_bytes())  # same bytes: the hash matches
+        (step / "state.pt").unlink()
+        (step / "state.pt").symlink_to(outside)
+    else:
+        name = str(outside) if entry == "ABSOLUTE" else entry
+        assert (step / name).resolve() == outside.resolve()
+        manifest[name] = hashlib.sha256(outside.read_bytes()).hexdigest()
+        (step / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="is not a plain file of the checkpoint"):
+        verify(step)
+    with pytest.raises(CheckpointError):
+        load(step)
+    assert store.latest() == good
+
+
+def test_e6_a_symlinked_step_directory_is_refused(tmp_path: Path) -> None:
+    from lzkernel.checkpoint import CheckpointStore
+
+    store, _, good = _store_with_one(tmp_path / "run" / "ckpt")
+    _, _, elsewhere = _store_with_one(tmp_path / "elsewhere" / "ckpt")
+    (store.root / "step_000000000099").symlink_to(elsewhere)
+    assert CheckpointStore(store.root).latest() == good
+
+
+# ---------------------------------------------------------------------------------------------
+# C4: disk use of a real run that checkpoints every iteration
+# ---------------------------------------------------------------------------------------------
+
+
+def test_c4_a_checkpoint_every_iteration_keeps_last_3_and_no_temporaries(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 60, "checkpoint_every": 1, "keep_last": 3,
+                                                     "log_every": 60})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = sorted(p.name for p in (out / "ckpt").iterdir())
+    assert names == [f"step_{i:012d}" for i in (58, 59, 60)], names
+    assert all((out / "ckpt" / n / "DONE").is_file() for n in names)
+    size = sum(f.stat().st_size for f in (out / "ckpt").rglob("*") if f.is_file())
+    one = sum(f.stat().st_size for f in (out / "ckpt" / names[-1]).rglob("*") if f.is_file())
+    assert size <= 3 * one + 4096, (size, one)
+
+
+# ---------------------------------------------------------------------------------------------
+# D1: rank 0 raises inside the checkpoint save while rank 1 goes on to the next collective
+# ---------------------------------------------------------------------------------------------
+
+_SAVE_RAISE = '''
+from lzkernel import Component, hookimpl
+from lzk_fault_plugin import FaultLoop, FaultLoopConfig
+
+
+class SaveRaise(FaultLoop):
+    """fault_loop whose rank 0 raises inside its save of iteration 4."""
+
+    def __init__(self, cfg, run):
+        super().__init__(cfg, run)
+        save = run.save_checkpoint
+
+        def failing_save(*args, **kwargs):
+            if run.rank == 0 and run.train_iter == 4:
+                raise RuntimeError("injected fault inside the checkpoint save of rank 0")
+            return save(*args, **kwargs)
+
+        run.save_checkpoint = failing_save
+
+
+@hookimpl
+def lzkernel_register_trainers():
+    return [Component("fault_save_raise", factory=SaveRaise, config=FaultLoopConfig, doc="test only")]
+'''
+
+
+@pytest.mark.distributed
+def test_d1_a_rank_raising_inside_the_checkpoint_save_is_named_and_nothing_is_left(tmp_path: Path) -> None:
+    import torch
+
+    from fault_helpers import alive, process_tree
+
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        pytest.skip("torch.distributed with gloo is not available")
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "lzk_gap_save_raise.py").write_text(_SAVE_RAISE, encoding="utf-8")
+    timeout_s = 30.0
+    cfg = loop_config(tmp_path / "c.yaml", tmp_path / "out", run={"max_train_iters": 30, "checkpoint_every": 2},
+                      trainer={"name": "fault_save_raise"}, comm={"name": "gloo", "timeout_s": timeout_s})
+    t0 = time.monotonic()
+    proc = popen(["launch", "--nproc", "2", cfg, "-p", "lzk_fault_plugin", "-p", "lzk_gap_save_raise"], tmp_path,
+                 fault_env(mods), start_new_session=True)
+    pids: set[int] = set()
+    try:
+        while proc.poll() is None and time.monotonic() - t0 < timeout_s + 30:
+            pids.update(process_tree(proc.pid))
+            time.sleep(0.1)
+        _, err = proc.communicate(timeout=timeout_s + 30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    seconds = time.monotonic() - t0
+    assert proc.returncode == 1, err[-4000:]
+    assert seconds < timeout_s + 10, seconds
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("lzkernel launch: rank 0 exited with code 1") and \
+        "injected fault inside the checkpoint save of rank 0" in last, err[-4000:]
+    assert len(pids) >= 3 and not alive(sorted(pids))
