@@ -368,11 +368,45 @@ def _first_line(exc: BaseException) -> str:
     return lines[0][:300] if lines else type(exc).__name__
 
 
+#: torch versions whose ``weights_only`` loader is the safe default (2.6) and has had the
+#: unpickler fixes PyTorch's security notes recommend for untrusted files (2.10).
+SAFE_LOAD_TORCH, RECOMMENDED_LOAD_TORCH = (2, 6), (2, 10)
+_load_guard_done = False
+
+
+def _torch_version(version: str) -> tuple[int, int]:
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def check_safe_loading(torch_version: str, env: Mapping[str, str]) -> None:
+    """The guards of a checkpoint load (RELIABILITY.md E5): torch older than 2.6 is refused
+    (CheckpointError: its restricted unpickler is not safe to rely on); older than 2.10 and
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` set are warned about once per process (lzkernel passes
+    ``weights_only=True`` explicitly, which the switch does not override, but a checkpoint from
+    an untrusted source still deserves a recent torch)."""
+    global _load_guard_done
+    version = _torch_version(torch_version)
+    if version < SAFE_LOAD_TORCH:
+        raise CheckpointError(f"torch {torch_version} is older than 2.6: lzkernel does not load checkpoints with it "
+                              "(its weights_only unpickler is not safe to rely on); install torch >= 2.6")
+    if _load_guard_done:
+        return
+    _load_guard_done = True
+    if version < RECOMMENDED_LOAD_TORCH:
+        log.warning("torch %s: loading checkpoints from untrusted sources is unsafe before torch 2.10", torch_version)
+    if env.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "").strip() not in ("", "0"):
+        log.warning("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set: lzkernel still loads checkpoints with "
+                    "weights_only=True (no code can run from them); other torch.load calls in this process "
+                    "would not be restricted")
+
+
 def load(path: str | Path, map_location: str = "cpu") -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(state, arrays, meta)`` of a verified checkpoint; nothing in it can execute code."""
     import numpy as np
     import torch
 
+    check_safe_loading(torch.__version__, os.environ)
     p = Path(path)
     meta = verify(p)
     try:

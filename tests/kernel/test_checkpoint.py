@@ -361,3 +361,24 @@ def test_unpicklable_state_fails_to_save_and_commits_nothing(tmp_path: Path) -> 
     with pytest.raises(Exception):  # noqa: B017, PT011 - pickling errors vary by Python version
         _store(root).save(1, {"fn": lambda: 1})
     assert _entries(root) == []
+
+
+def test_loading_guards_on_the_torch_version_and_the_force_switch(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """RELIABILITY.md E5: torch < 2.6 is refused; < 2.10 and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD warn."""
+    from lzkernel import checkpoint as ck
+    from lzkernel.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"torch 2.5.1\+cpu is older than 2.6"):
+        ck.check_safe_loading("2.5.1+cpu", {})
+    cases = [("2.13.0+cpu", {}, []), ("2.9.1", {}, ["unsafe before torch 2.10"]),
+             ("2.13.0", {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}, ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set"]),
+             ("2.13.0", {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "0"}, [])]
+    for version, env, expected in cases:
+        monkeypatch.setattr(ck, "_load_guard_done", False)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="lzkernel.checkpoint"):
+            ck.check_safe_loading(version, env)
+            ck.check_safe_loading(version, env)  # once per process
+        assert len(caplog.records) == len(expected), (version, env, caplog.text)
+        assert all(e in r.getMessage() for e, r in zip(expected, caplog.records))
