@@ -45,7 +45,7 @@ REQUIRED_FILES = ("state.pt", "config.yaml", "meta.json")
 _TEMP_RE = re.compile(r"^\..+\.(tmp|old)-(\d+)$")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this machine (a zombie counts as gone)."""
     if pid <= 0:
         return False
@@ -68,12 +68,29 @@ def _foreign_live(p: Path) -> bool:
     if m is None:
         return False
     pid = int(m.group(2))
-    return pid != os.getpid() and _pid_alive(pid)
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` atomically and durably: a crash leaves the old file or the new
+    one, never half of one (a temporary beside it, fsynced, renamed over it, the directory
+    fsynced); the temporary is removed if the write fails."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -435,6 +452,8 @@ def refuse_fresh_run_into(run_dir: Path) -> None:
     """A fresh run (no ``--resume``) must not write into a directory that holds checkpoints:
     ConfigError saying how to resume it. Asked by the run and, once before any rank starts, by
     ``lzkernel launch``."""
-    if CheckpointStore(Path(run_dir) / "ckpt").complete_steps():
+    root = Path(run_dir) / "ckpt"
+    linked = root.is_dir() and any(p.is_symlink() and STEP_RE.match(p.name) for p in root.iterdir())
+    if linked or CheckpointStore(root).complete_steps():  # a linked step: the run's saves would move it
         raise ConfigError(f"run.out_dir '{run_dir}' already holds checkpoints; resume it with --resume auto "
                           f"or choose another directory (run.out_dir=...)")

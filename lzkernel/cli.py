@@ -143,11 +143,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _report_failure(exc, run)
     if run.stop_signal is not None:
         if run.last_checkpoint is not None:  # the main rank saved where it stopped: say how to go on
-            command = shlex.join(["lzkernel", "run", str(args.config), "--resume", "auto", *args.overrides])
             print(f"lzkernel: stopped at train_iter {run.train_iter}, saved in {run.last_checkpoint}; "
-                  f"continue with: {command}", file=sys.stderr, flush=True)
+                  f"continue with: {_resume_command(args, run.world_size)}", file=sys.stderr, flush=True)
         return 128 + run.stop_signal
     return 0
+
+
+def _resume_command(args: argparse.Namespace, world_size: int) -> str:
+    """The command line that continues this run: its config, overrides and plugin options, with
+    ``--resume auto``; several ranks are started again by ``lzkernel launch``."""
+    head = ["lzkernel", "run"] if world_size == 1 else ["lzkernel", "launch", "--nproc", str(world_size)]
+    plugins = [x for p in args.plugins for x in ("-p", p)]
+    autoload = ["--disable-plugin-autoload"] if args.disable_plugin_autoload else []
+    return shlex.join([*head, str(args.config), *args.overrides, *plugins, *autoload, "--resume", "auto"])
+
+
+def exit_code(error: BaseException | None, stop_signal: int | None = None) -> int:
+    """The exit code ``lzkernel run`` gives a run that ended with ``error`` (None: none) or was
+    stopped by ``stop_signal``: 2 for configuration, plugin and storage errors, 130 for Ctrl-C
+    seen as KeyboardInterrupt, 1 for any other error, 128 + the signal, else 0."""
+    if error is None:
+        return 0 if stop_signal is None else 128 + stop_signal
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    if isinstance(error, (ConfigError, PluginError)) or storage_error(error) is not None:
+        return EXIT_CONFIG
+    return EXIT_FAILURE
 
 
 def _report_failure(exc: BaseException, run: object) -> int:
@@ -267,14 +288,21 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     from lzkernel.runinfo import format_status, status
 
-    report = [status(Path(d)) for d in args.run_dirs]  # every directory checked before printing
+    report, failed = [], 0
+    for d in args.run_dirs:  # one bad directory (`runs/*` matching a stray one) spoils no other line
+        try:
+            st = status(Path(d))
+        except ConfigError as exc:
+            print(f"lzkernel: error: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        report.append(st)
+        if not args.json:
+            print(format_status(st), flush=True)
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    else:
-        for st in report:
-            print(format_status(st))
-    return 0
+    return EXIT_CONFIG if failed else 0
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:

@@ -60,6 +60,8 @@ _LAUNCH_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_R
                 "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
                 "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCH_NCCL_ASYNC_ERROR_HANDLING")
 _SINGLE_PROCESS = ("local", "threads")
+#: Signals a process gets from its own fault (a native crash), not from another process.
+_CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL})
 
 
 @dataclass
@@ -363,12 +365,15 @@ def _summary(ranks: list[_Rank], fault: dict[str, Any] | None, verdict: str | No
     code = root.proc.returncode
     if code < 0 and root.error_line:
         how = f"failed (then was killed by {signal.Signals(-code).name} while it shut down)"
+    elif code < 0 and root.killed_outside and -code in _CRASH_SIGNALS:
+        how = f"crashed ({signal.Signals(-code).name})"
     elif code < 0 and root.killed_outside:
-        how = f"was killed by {signal.Signals(-code).name}, not sent by the launcher (another process, the OOM killer?)"
+        who = "another process or the OOM killer" if -code == signal.SIGKILL else "another process"
+        how = f"was killed by {signal.Signals(-code).name}, not sent by the launcher ({who})"
     elif code < 0:
         how = f"was killed by {signal.Signals(-code).name}"
     else:
         how = f"exited with code {code}"
-    detail = root.error_line[len("lzkernel: error: "):] if root.error_line else "(see its output above)"
-    print(f"lzkernel launch: rank {root.rank} {how}: {detail}", file=sys.stderr)
+    detail = f": {root.error_line[len('lzkernel: error: '):]}" if root.error_line else " (see its output above)"
+    print(f"lzkernel launch: rank {root.rank} {how}{detail}", file=sys.stderr)
     return 2 if code == 2 else 1

@@ -11,7 +11,6 @@ summary's where it has them, else the newest of the last metric record and the n
 from __future__ import annotations
 
 import json
-import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,11 +39,13 @@ def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda 
         raise ConfigError(f"{run_dir}: no metrics.jsonl (not a run directory of `lzkernel run`)")
     out = History()
     last_iter = -1
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 rec = json.loads(line)
             except ValueError:
+                continue  # a line cut by a crash, or damaged
+            if not isinstance(rec, dict):
                 continue
             out.names.update(k for k in rec if "/" in k)
             it = rec.get("train_iter")
@@ -56,16 +57,6 @@ def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda 
             if keep(rec):
                 out.records.append(rec)
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
 
 
 def _newest_checkpoint_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -84,19 +75,27 @@ def status(run_dir: Path) -> dict[str, Any]:
     """The state of the run in ``run_dir`` (module docstring), its counters, last and best
     evaluation, and its budgets from ``config.yaml``; ConfigError when it is not a run directory."""
     from lzkernel import rundir
+    from lzkernel.checkpoint import pid_alive
     from lzkernel.config.strict_yaml import parse
 
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: no such run directory")
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{run_dir}: not a run directory of `lzkernel run` (no config.yaml)")
     out: dict[str, Any] = {"run_dir": str(run_dir)}
     stamp = rundir.lock_stamp(run_dir)
-    summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else None
     host = socket.gethostname()
-    running = stamp is not None and stamp[1] == host and _alive(stamp[0])
-    if summary is not None and (running or (stamp is not None and summary_path.stat().st_mtime < stamp[2])):
+    running = stamp is not None and stamp[1] == host and pid_alive(stamp[0])
+    if not (run_dir / "config.yaml").is_file():
+        if running:  # the lock is taken first, the run files are written once torch is up
+            return {**out, "state": "starting", "pid": stamp[0], "started": stamp[2], "train_iter": 0,
+                    "env_steps": 0, "wall_time": 0.0, "eval_last": None, "eval_best": None,
+                    "max_train_iters": None, "max_env_steps": None}
+        raise ConfigError(f"{run_dir}: not a run directory of `lzkernel run` (no config.yaml)")
+    summary_path = run_dir / "summary.json"
+    summary = _read_summary(summary_path)
+    # Which came later, this summary or the lock's run? By the files' own times (one clock: this
+    # filesystem's), not the stamp's, which another host's clock wrote.
+    lock_mtime = _mtime(run_dir / rundir.LOCK_NAME)
+    if summary is not None and (running or (lock_mtime is not None and summary_path.stat().st_mtime < lock_mtime)):
         summary = None  # an earlier run's: this one is going on, or started after it and died
     if running:
         out.update(state="running", pid=stamp[0], started=stamp[2])
@@ -122,6 +121,22 @@ def status(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    """``summary.json`` as a mapping, or None when it is absent or unreadable (cut, damaged)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("status"), str) else None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 def _share(done: Any, budget: Any) -> float:
     return float(done) / float(budget) if isinstance(budget, (int, float)) and budget > 0 else 0.0
 
@@ -130,8 +145,8 @@ def format_status(st: dict[str, Any]) -> str:
     """One line: ``runs/x: running (pid 123) | iter 1,200 | env 8,123 (8% of 100,000) | eval 187.3
     (best 200.0) | 0:02:31, ~0:27:00 to the budget``."""
     state = st["state"]
-    if state == "running":
-        state = f"running (pid {st['pid']})"
+    if state in ("running", "starting"):
+        state = f"{state} (pid {st['pid']})"
     elif st.get("stop_reason") or st.get("error"):
         state = f"{state}: {st.get('error') or st['stop_reason']}"
     share = max(_share(st["train_iter"], st["max_train_iters"]), _share(st["env_steps"], st["max_env_steps"]))

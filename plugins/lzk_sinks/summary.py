@@ -6,52 +6,62 @@ replacing the file atomically::
 
     {"status": "finished" | "stopped" | "failed",
      "exit_code": 0 | 128 + signal | 1 | 2,
-     "stop_reason": "solved: eval/return_mean 200 reached the evaluator's stop value",
+     "stop_reason": "solved: eval/return_mean 200 has reached evaluator.stop_value",
      "error": "ValueError: ..." | null,
      "train_iter": 1200, "env_steps": 8123, "wall_time": 151.2,
      "eval": {"count": 7, "last": {...}, "best": {...}},   # return_mean, train_iter, env_steps, wall_time
      "last_checkpoint": "runs/x/ckpt/step_000000001200" | null,
      "resumed_from": "runs/x/ckpt/step_000000000600" | null}
 
-``eval`` covers the run directory's whole history: a resumed run starts from the previous
-``summary.json``'s evaluations up to the step it resumed from (a resume to an earlier step drops
-the later ones, as the run's history does).
+``eval`` covers the run directory's whole history: a resumed run starts from the evaluations
+``metrics.jsonl`` holds up to the step it resumed from (a resume to an earlier step drops the
+later ones, as the run's history does). ``exit_code`` is ``lzkernel run``'s (this process's).
 """
 from __future__ import annotations
 
 import json
-import os
-import signal
 from pathlib import Path
 from typing import Any, Mapping
 
-from lzkernel import ConfigError, hookimpl
-
-#: Exit code of a run that ended with an error of this kind (``lzkernel run``'s).
-_EXIT_CONFIG, _EXIT_FAILURE = 2, 1
+from lzkernel import hookimpl
 
 _evals: dict[int, dict[str, Any]] = {}
 
 
-def _point(run: Any, value: float) -> dict[str, Any]:
-    return {"return_mean": value, "train_iter": run.train_iter, "env_steps": run.env_steps,
-            "wall_time": round(run.wall_time, 3)}
+def _point(return_mean: float, train_iter: int, env_steps: int, wall_time: float) -> dict[str, Any]:
+    return {"return_mean": return_mean, "train_iter": train_iter, "env_steps": env_steps,
+            "wall_time": round(wall_time, 3)}
+
+
+def _add(ev: dict[str, Any], point: dict[str, Any]) -> None:
+    # The evaluation at the resumed step is played again when its checkpoint was taken before it
+    # (evaluations replay exactly): the same evaluation, not another one.
+    if ev["last"] is None or ev["last"]["train_iter"] != point["train_iter"]:
+        ev["count"] += 1
+    ev["last"] = point
+    if ev["best"] is None or point["return_mean"] > ev["best"]["return_mean"]:
+        ev["best"] = point
 
 
 def _earlier(run: Any) -> dict[str, Any]:
-    """The previous ``summary.json``'s evaluations up to the resumed checkpoint's step."""
-    fresh = {"count": 0, "last": None, "best": None}
-    resumed = run.resume_path
-    if resumed is None or run.dir is None:
-        return fresh
+    """The evaluations ``metrics.jsonl`` holds up to the resumed checkpoint's step (the records
+    of an abandoned history dropped, as ``lzkernel plot`` and ``lzkernel status`` read it); none
+    for a fresh run."""
+    from lzkernel.runinfo import read_history
+
+    ev: dict[str, Any] = {"count": 0, "last": None, "best": None}
+    if run.resume_path is None or run.dir is None or not (run.dir / "metrics.jsonl").is_file():
+        return ev
     try:
-        step = int(json.loads((Path(resumed) / "meta.json").read_text(encoding="utf-8"))["train_iter"])
-        prior = json.loads((run.dir / "summary.json").read_text(encoding="utf-8"))["eval"]
+        step = int(json.loads((Path(run.resume_path) / "meta.json").read_text(encoding="utf-8"))["train_iter"])
     except (OSError, ValueError, KeyError, TypeError):
-        return fresh  # no summary yet (an interrupted first run), or another run dir's checkpoint
-    if not isinstance(prior, dict) or prior.get("last") is None or prior["last"].get("train_iter", 0) > step:
-        return fresh  # a rewind: the later evaluations belong to an abandoned history
-    return prior
+        return ev
+    records = read_history(run.dir, lambda r: r.get("event") == "eval").records
+    for r in records:
+        value = r.get("eval/return_mean")
+        if isinstance(value, (int, float)) and r.get("train_iter", 0) <= step:
+            _add(ev, _point(float(value), r.get("train_iter", 0), r.get("env_steps", 0), r.get("wall_time", 0.0)))
+    return ev
 
 
 @hookimpl
@@ -64,43 +74,39 @@ def lzkernel_run_start(run: Any) -> None:
 def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
     ev = _evals.get(id(run))
     value = metrics.get("eval/return_mean")
-    if ev is None or not isinstance(value, (int, float)):
-        return
-    ev["count"] += 1
-    ev["last"] = _point(run, float(value))
-    if ev["best"] is None or float(value) > ev["best"]["return_mean"]:
-        ev["best"] = ev["last"]
+    if ev is not None and isinstance(value, (int, float)):
+        _add(ev, _point(float(value), run.train_iter, run.env_steps, run.wall_time))
 
 
-def _outcome(run: Any, error: BaseException | None) -> tuple[str, int]:
+def _status(run: Any, error: BaseException | None) -> str:
     if error is not None:
-        if isinstance(error, KeyboardInterrupt):
-            return "stopped", 128 + signal.SIGINT
-        return "failed", _EXIT_CONFIG if isinstance(error, ConfigError) else _EXIT_FAILURE
-    if run.stop_signal is not None:
-        return "stopped", 128 + run.stop_signal
-    return "finished", 0
+        return "stopped" if isinstance(error, KeyboardInterrupt) else "failed"
+    # a signal to this process, or to another rank (the loop says so in its stop reason)
+    if run.stop_signal is not None or (run.stop_reason or "").startswith("stopped by"):
+        return "stopped"
+    return "finished"
 
 
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
+    from lzkernel.checkpoint import write_text_atomic
+    from lzkernel.cli import exit_code
+
     ev = _evals.pop(id(run), None)
     if ev is None:
         return
-    status, code = _outcome(run, error)
+    # this process's checkpoint, else the one it resumed from (a resume with nothing to do)
+    last = run.last_checkpoint if run.last_checkpoint is not None else run.resume_path
     summary = {
-        "status": status, "exit_code": code, "stop_reason": run.stop_reason,
+        "status": _status(run, error), "exit_code": exit_code(error, run.stop_signal), "stop_reason": run.stop_reason,
         "error": None if error is None else f"{type(error).__name__}: {error}",
         "train_iter": run.train_iter, "env_steps": run.env_steps, "wall_time": round(run.wall_time, 3),
         "eval": ev,
-        "last_checkpoint": None if run.last_checkpoint is None else str(run.last_checkpoint),
+        "last_checkpoint": None if last is None else str(last),
         "resumed_from": None if run.resume_path is None else str(run.resume_path),
     }
-    path = run.dir / "summary.json"
-    tmp = path.with_name(f".summary.json.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=1) + "\n")
     except OSError:
         if error is None:
             raise  # a run that ends because of another error reports that one, not this

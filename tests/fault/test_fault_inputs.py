@@ -246,6 +246,8 @@ def test_metrics_on_a_full_device_is_one_line(tmp_path: Path) -> None:
     cfg = loop_config(tmp_path / "c.yaml", out)
     proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
     assert_one_line_error(proc, f"cannot write {out / 'metrics.jsonl'}: No space left on device")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["exit_code"] == proc.returncode == 2
 
 
 def test_tensorboard_write_errors_name_the_file_in_the_calling_thread(tmp_path: Path) -> None:

@@ -382,3 +382,17 @@ def test_loading_guards_on_the_torch_version_and_the_force_switch(monkeypatch: p
             ck.check_safe_loading(version, env)  # once per process
         assert len(caplog.records) == len(expected), (version, env, caplog.text)
         assert all(e in r.getMessage() for e, r in zip(expected, caplog.records))
+
+
+def test_a_fresh_run_refuses_a_directory_with_a_linked_step(tmp_path: Path) -> None:
+    """A ``ckpt/step_X`` symlink is not resumed by --resume auto, and a fresh run does not write
+    over it either (its save would move the link): the directory counts as holding checkpoints."""
+    from lzkernel.checkpoint import refuse_fresh_run_into
+    from lzkernel.errors import ConfigError
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "run" / "ckpt").mkdir(parents=True)
+    refuse_fresh_run_into(tmp_path / "run")  # empty: fine
+    (tmp_path / "run" / "ckpt" / "step_000000000005").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ConfigError, match="already holds checkpoints"):
+        refuse_fresh_run_into(tmp_path / "run")

@@ -146,3 +146,12 @@ def test_a_closed_pipe_ends_the_listing_quietly(tmp_path: Path) -> None:
     rc = proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert rc in (0, 141)  # 0 only if the whole listing fit in the pipe before the close
+
+
+def test_the_resume_hint_repeats_the_config_overrides_and_plugin_options() -> None:
+    from lzkernel.cli import _parse, _parser, _resume_command
+
+    args = _parse(_parser(), ["run", "c.yaml", "a.b=1", "-p", "lzk_fault_plugin", "--disable-plugin-autoload"])
+    assert _resume_command(args, 1) == ("lzkernel run c.yaml a.b=1 -p lzk_fault_plugin --disable-plugin-autoload "
+                                        "--resume auto")
+    assert _resume_command(args, 2).startswith("lzkernel launch --nproc 2 c.yaml a.b=1 -p lzk_fault_plugin")

@@ -73,8 +73,30 @@ def test_finished_run_line_and_bad_directories(tmp_path: Path) -> None:
     (out / "summary.json").unlink()  # an lzkernel before summary.json: counters from the checkpoint
     (st,) = _status(tmp_path, out)
     assert st["state"].startswith("ended without a summary") and st["train_iter"] == 7
-    assert_one_line_error(lzk(["status", out, tmp_path / "missing"], tmp_path), "missing: no such run directory")
+    # A bad directory among good ones: its error line, the others' lines, exit 2 at the end.
+    proc = lzk(["status", tmp_path / "missing", out], tmp_path)
+    assert proc.returncode == 2 and proc.stdout.startswith(f"{out}: ended without a summary"), proc.stderr
+    assert proc.stderr.strip() == f"lzkernel: error: {tmp_path / 'missing'}: no such run directory"
     assert_one_line_error(lzk(["status", tmp_path], tmp_path), "no config.yaml")
+
+    # Damaged files: a cut summary is no summary; bytes that are not UTF-8 and records that are
+    # not objects are skipped.
+    (out / "summary.json").write_text('{"status": "fin')
+    with open(out / "metrics.jsonl", "ab") as f:
+        f.write(b'[1, 2]\n{"event": "eval", "train_iter": 7, "env_steps": 70, "eval/return_mean": 3.5, "x": "\xff"}\n')
+    (st,) = _status(tmp_path, out)
+    assert st["state"].startswith("ended without a summary") and st["eval_last"] == 3.5
+
+
+def test_a_run_that_holds_its_lock_but_wrote_no_run_file_yet_is_starting(tmp_path: Path) -> None:
+    import socket
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".lock").write_text(f"{os.getpid()}\n{socket.gethostname()}\n{time.time():.3f}\n")
+    (st,) = _status(tmp_path, out)
+    assert st["state"] == "starting" and st["pid"] == os.getpid()
+    assert format_status(st).startswith(f"{out}: starting (pid {os.getpid()}) | iter 0 |")
 
 
 def test_the_line_of_a_running_run_estimates_the_time_left() -> None:

@@ -36,9 +36,46 @@ def test_a_solved_run_and_its_resumes(tmp_path: Path) -> None:
     proc = rh.run("cartpole_rezero", out, "evaluator.stop_value=1", "run.max_train_iters=100", resume=True)
     assert "nothing to do: solved: eval/return_mean" in proc.stderr
     assert len(_evals(out)) == 2 and _summary(out)["resumed_from"].endswith("step_000000000010")
+    assert _summary(out)["last_checkpoint"].endswith("step_000000000010")  # saved nothing: the one it resumed
 
     # With the stop value out of reach it trains on to its budget; the evaluations count on.
     rh.run("cartpole_rezero", out, "evaluator.stop_value=1e9", "run.max_train_iters=30", resume=True)
     s = _summary(out)
     assert s["stop_reason"] == "train_iter 30 has reached run.max_train_iters=30" and s["train_iter"] == 30
     assert s["eval"]["count"] == len(_evals(out)) == 4 and s["eval"]["last"]["train_iter"] == 30
+
+
+def test_a_rewind_keeps_the_evaluations_up_to_its_step(tmp_path: Path) -> None:
+    """Resumed from an earlier checkpoint, the summary counts the evaluations up to that step once
+    (the one at the step itself is played again when its checkpoint preceded it) and the new ones."""
+    out = tmp_path / "run"
+    common = ("run.max_train_iters=30", "run.checkpoint_every=10", "run.keep_last=10")
+    rh.run("cartpole_rezero", out, *common)
+    assert [r["train_iter"] for r in _evals(out)] == [0, 10, 20, 30] and _summary(out)["eval"]["count"] == 4
+    proc = rh.lzk(["run", rh.REPO / "configs" / "cartpole_rezero.yaml", f"run.out_dir={out}", *rh.COMMON,
+                   *rh.TINY["cartpole_rezero"], *common, "--resume", out / "ckpt" / "step_000000000010"],
+                  rh.REPO, rh.fault_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = _summary(out)
+    assert s["eval"]["count"] == 4 and s["eval"]["last"]["train_iter"] == 30
+    assert s["resumed_from"].endswith("step_000000000010") and s["last_checkpoint"].endswith("step_000000000030")
+
+
+def test_status_and_exit_code_of_the_ways_a_run_ends() -> None:
+    from types import SimpleNamespace
+
+    from lzk_sinks.summary import _status
+    from lzkernel.cli import exit_code
+    from lzkernel.errors import ConfigError
+
+    run = SimpleNamespace(stop_signal=None, stop_reason="train_iter 5 has reached run.max_train_iters=5")
+    assert (_status(run, None), exit_code(None, None)) == ("finished", 0)
+    other = SimpleNamespace(stop_signal=None, stop_reason="stopped by another rank's signal")
+    assert _status(other, None) == "stopped"
+    assert (_status(SimpleNamespace(stop_signal=15, stop_reason="stopped by SIGTERM"), None), exit_code(None, 15)) \
+        == ("stopped", 143)
+    full = OSError(28, "No space left on device")
+    wrapped = RuntimeError("sink failed")
+    wrapped.__cause__ = full
+    assert [exit_code(e) for e in (ConfigError("x"), full, wrapped, ValueError("x"), KeyboardInterrupt())] \
+        == [2, 2, 2, 1, 130]
