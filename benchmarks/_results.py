@@ -19,7 +19,11 @@ def write_results(summary: dict[str, Any], default_name: str, path: str | None =
     committed results are the docs' evidence): the name gets the time, ``<stem>_<YYYYmmdd-HHMMSS>.json``."""
     out = Path(path) if path else RESULTS / default_name
     if not path and out.exists():
-        out = out.with_name(f"{out.stem}_{time.strftime('%Y%m%d-%H%M%S')}{out.suffix}")
+        stamped = out.with_name(f"{out.stem}_{time.strftime('%Y%m%d-%H%M%S')}{out.suffix}")
+        n = 1
+        while stamped.exists():  # two results within one second
+            stamped, n = out.with_name(f"{out.stem}_{time.strftime('%Y%m%d-%H%M%S')}-{n}{out.suffix}"), n + 1
+        out = stamped
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1))
     print(f"written {out}")
