@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from lzkernel.errors import CheckpointError, ConfigError
+from lzkernel.rundir import abandoned_dir
 
 log = logging.getLogger("lzkernel.checkpoint")
 
@@ -244,8 +245,7 @@ class CheckpointStore:
         newer = sorted(p for p in self.root.iterdir() if (m := STEP_RE.match(p.name)) and int(m.group(1)) > step)
         if not newer:
             return None, []
-        dest = self.root / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        dest.mkdir()
+        dest = abandoned_dir(self.root)
         for p in newer:
             os.replace(p, dest / p.name)
         _fsync_dir(self.root)

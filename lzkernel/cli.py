@@ -14,7 +14,6 @@ Overrides may come before or after the options: ``run CONFIG --resume auto a.b=1
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import logging
 import os
@@ -24,15 +23,9 @@ import traceback
 from typing import Sequence
 
 from lzkernel import __version__
-from lzkernel.errors import ConfigError, PluginError
+from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError, storage_error
 
-EXIT_CONFIG = 2
-EXIT_FAILURE = 1
 TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
-#: errno values that mean "this path cannot be written" (the disk, the permissions or the path),
-#: reported as one line naming the path (exit 2) rather than as a crash.
-STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
-                            errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EIO})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -158,19 +151,6 @@ def _resume_command(args: argparse.Namespace, world_size: int) -> str:
     return shlex.join([*head, str(args.config), *args.overrides, *plugins, *autoload, "--resume", "auto"])
 
 
-def exit_code(error: BaseException | None, stop_signal: int | None = None) -> int:
-    """The exit code ``lzkernel run`` gives a run that ended with ``error`` (None: none) or was
-    stopped by ``stop_signal``: 2 for configuration, plugin and storage errors, 130 for Ctrl-C
-    seen as KeyboardInterrupt, 1 for any other error, 128 + the signal, else 0."""
-    if error is None:
-        return 0 if stop_signal is None else 128 + stop_signal
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    if isinstance(error, (ConfigError, PluginError)) or storage_error(error) is not None:
-        return EXIT_CONFIG
-    return EXIT_FAILURE
-
-
 def _report_failure(exc: BaseException, run: object) -> int:
     """Print the traceback, then ``lzkernel: error: rank R: Type: message`` (the line a multi-rank
     launcher's output is searched for); under torchrun also write its error file, so the
@@ -189,19 +169,6 @@ def _report_failure(exc: BaseException, run: object) -> int:
             pass
     print(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     return EXIT_FAILURE
-
-
-def storage_error(exc: BaseException) -> OSError | None:
-    """The OSError behind ``exc`` (itself, its cause or its context) that says a path cannot be
-    written (:data:`STORAGE_ERRNOS`), or None."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in STORAGE_ERRNOS:
-            return e
-        e = e.__cause__ or e.__context__
-    return None
 
 
 def describe_storage_error(exc: OSError, out_dir: str) -> str:

@@ -1,5 +1,15 @@
-"""Errors the kernel raises. A :class:`ConfigError` always means exit code 2."""
+"""Errors the kernel raises, and the exit code of a run that ended with one. A
+:class:`ConfigError` always means exit code 2."""
 from __future__ import annotations
+
+import errno
+
+EXIT_CONFIG = 2
+EXIT_FAILURE = 1
+#: errno values that mean "this path cannot be written" (the disk, the permissions or the path),
+#: reported as one line naming the path (exit 2) rather than as a crash.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
+                            errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EIO})
 
 
 class LzkernelError(Exception):
@@ -33,3 +43,29 @@ class StopRequested(LzkernelError):
 
 class CheckpointError(LzkernelError):
     """A checkpoint is missing, incomplete, corrupt or incompatible."""
+
+
+def storage_error(exc: BaseException) -> OSError | None:
+    """The OSError behind ``exc`` (itself, its cause or its context) that says a path cannot be
+    written (:data:`STORAGE_ERRNOS`), or None."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in STORAGE_ERRNOS:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def exit_code(error: BaseException | None, stop_signal: int | None = None) -> int:
+    """The exit code ``lzkernel run`` gives a run that ended with ``error`` (None: none) or was
+    stopped by ``stop_signal``: 2 for configuration, plugin and storage errors, 130 for Ctrl-C
+    seen as KeyboardInterrupt, 1 for any other error, 128 + the signal, else 0."""
+    if error is None:
+        return 0 if stop_signal is None else 128 + stop_signal
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    if isinstance(error, (ConfigError, PluginError)) or storage_error(error) is not None:
+        return EXIT_CONFIG
+    return EXIT_FAILURE

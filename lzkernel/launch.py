@@ -37,8 +37,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from datetime import timedelta
+from pathlib import Path
 from typing import IO, Any, Sequence
 
 from lzkernel.errors import ConfigError

@@ -131,7 +131,6 @@ class RunContext:
             store_root = run_dir / "ckpt"
             if self._resume_path is None:
                 refuse_fresh_run_into(run_dir)
-            if self._resume_path is None:
                 rundir.set_aside_earlier_start(run_dir)
             self.dir = run_dir
             self.checkpoints = CheckpointStore(store_root, self.cfg.keep_last, self.config.to_yaml())

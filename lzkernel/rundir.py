@@ -82,29 +82,30 @@ def lock_stamp(directory: Path) -> tuple[int, str, float] | None:
     ``kill -9``: whether its pid still lives is the caller's question. Reads only: taking the
     lock, even shared, could make a run starting at that moment fail to get it."""
     try:
-        text = (directory / LOCK_NAME).read_text(encoding="utf-8", errors="replace").split()
+        return _parse_stamp((directory / LOCK_NAME).read_bytes())
+    except OSError:
+        return None
+
+
+def _parse_stamp(data: bytes) -> tuple[int, str, float] | None:
+    """The ``pid\\nhost\\ntime`` a run writes into its lock file (:func:`_lock_file`), or None."""
+    try:
+        text = data.decode("utf-8", "replace").split()
         return int(text[0]), text[1], float(text[2])
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
 
 
 def _holder(fd: int) -> str:
-    """What the lock file says about its holder: ``pid N on HOST since TIME`` (best effort)."""
+    """What the lock file says about its holder: ``pid N on HOST, started TIME`` (best effort)."""
     try:
-        text = os.pread(fd, 512, 0).decode("utf-8", "replace").split()
+        stamp = _parse_stamp(os.pread(fd, 512, 0))
     except OSError:
+        stamp = None
+    if stamp is None:
         return "another process"
-    if not text or not text[0].isdigit():
-        return "another process"
-    out = f"pid {text[0]}"
-    if len(text) > 1:
-        out += f" on {text[1]}"
-    if len(text) > 2:
-        try:
-            out += f", started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(text[2])))}"
-        except ValueError:
-            pass
-    return out
+    pid, host, started = stamp
+    return f"pid {pid} on {host}, started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started))}"
 
 
 def _make_dir(directory: Path) -> bool:
@@ -237,6 +238,14 @@ def release(lock: RunDirLock | None) -> None:
         _remove_if_empty(lock)
 
 
+def abandoned_dir(parent: Path) -> Path:
+    """A new ``abandoned-<time>-<pid>/`` under ``parent``: where what a run set aside goes (the
+    files of an earlier start, the later steps of a rewound history); nothing is deleted."""
+    dest = parent / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    dest.mkdir()
+    return dest
+
+
 def set_aside_earlier_start(directory: Path) -> Path | None:
     """Called by a fresh run (no checkpoint to resume) before it writes its run files: an
     earlier start into ``directory`` that left no checkpoint may have left its run files. When
@@ -247,18 +256,16 @@ def set_aside_earlier_start(directory: Path) -> Path | None:
     the first invocation's, so without this the new run's files would carry the old start's
     records and overrides. A symbolic link is left where it is (the user put it there: the run
     writes through it)."""
-    present = [directory / name for name in RUN_FILES
-               if (directory / name).exists() and not (directory / name).is_symlink()]
-    metrics, tb = directory / "metrics.jsonl", directory / "tb"
-    metrics, tb = (metrics if metrics in present else None), (tb if tb in present else None)
-    recorded = (metrics is not None and metrics.stat().st_size > 0) or (tb is not None and any(tb.iterdir()))
+    present = {name: directory / name for name in RUN_FILES
+               if (directory / name).exists() and not (directory / name).is_symlink()}
+    recorded = ("metrics.jsonl" in present and present["metrics.jsonl"].stat().st_size > 0) or \
+        ("tb" in present and any(present["tb"].iterdir()))
     if not recorded:
-        for path in present:
+        for path in present.values():
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         return None
-    dest = directory / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    dest.mkdir()
-    for path in present:
+    dest = abandoned_dir(directory)
+    for path in present.values():
         os.replace(path, dest / path.name)
     log.warning("run.out_dir %s held the files of an earlier start that saved no checkpoint; moved them to %s",
                 directory, dest)

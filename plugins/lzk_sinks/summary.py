@@ -90,7 +90,7 @@ def _status(run: Any, error: BaseException | None) -> str:
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     from lzkernel.checkpoint import write_text_atomic
-    from lzkernel.cli import exit_code
+    from lzkernel.errors import exit_code
 
     ev = _evals.pop(id(run), None)
     if ev is None:

@@ -109,15 +109,16 @@ def _writer(run: Any) -> EventFile | None:
     return writer
 
 
-def _write(run: Any, metrics: Mapping[str, float]) -> None:
+def _write(run: Any, metrics: Mapping[str, float]) -> EventFile | None:
     writer = _writer(run)
     if writer is None:
-        return
+        return None
     for key, value in metrics.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             continue
         writer.scalar(key, value, run.env_steps)
         writer.scalar(f"by_iter/{key}", value, run.train_iter)
+    return writer
 
 
 @hookimpl
@@ -132,9 +133,8 @@ def lzkernel_after_train(run: Any, metrics: Mapping[str, float]) -> None:
 
 @hookimpl
 def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
-    _write(run, metrics)
-    writer = _writers.get(id(run))
-    if isinstance(writer, EventFile):
+    writer = _write(run, metrics)
+    if writer is not None:
         writer.flush()
 
 

@@ -65,7 +65,7 @@ def test_status_and_exit_code_of_the_ways_a_run_ends() -> None:
     from types import SimpleNamespace
 
     from lzk_sinks.summary import _status
-    from lzkernel.cli import exit_code
+    from lzkernel.errors import exit_code
     from lzkernel.errors import ConfigError
 
     run = SimpleNamespace(stop_signal=None, stop_reason="train_iter 5 has reached run.max_train_iters=5")
