@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
 
 import numpy as np
 
@@ -35,6 +35,16 @@ from lzkernel.seeding import derive_seed, seed_globals
 from lzkernel.watchdog import StallWatchdog, progressed
 
 log = logging.getLogger("lzkernel")
+
+#: How the trainer's loop ended, for scripts (``run.stop_kind``, ``summary.json``'s ``stop_kind``);
+#: ``run.stop_reason`` says the same in words. ``solved``: an evaluation reached
+#: ``evaluator.stop_value``; ``max_train_iters`` / ``max_env_steps``: that ``run`` budget was
+#: reached; ``signal``: this process received SIGINT/SIGTERM; ``peer_signal``: another rank did
+#: (this one stopped with it); ``requested``: ``run.stop_requested`` was set without a signal.
+StopKind = Literal["solved", "max_train_iters", "max_env_steps", "signal", "peer_signal", "requested"]
+STOP_KINDS: tuple[str, ...] = get_args(StopKind)
+#: The kinds that end a run before its own end (``summary.json`` status "stopped", not "finished").
+INTERRUPTED_KINDS = frozenset({"signal", "peer_signal", "requested"})
 
 
 class RunContext:
@@ -60,8 +70,11 @@ class RunContext:
         self.stop_requested = False
         self.stop_signal: int | None = None
         #: Why the trainer's loop ended, in words ("solved: ...", "train_iter 500 has reached
-        #: run.max_train_iters=500", ...), set by the trainer; None while it runs.
+        #: run.max_train_iters=500", ...), and its kind (:data:`StopKind`); both set together by
+        #: the trainer (:meth:`set_stop`), both None while it runs. A third-party trainer may set
+        #: ``stop_reason`` alone: ``stop_kind`` then stays None.
         self.stop_reason: str | None = None
+        self.stop_kind: StopKind | None = None
         self.status_text = ""
         self.derived_seeds: dict[str, int] = {}
         self.notes: dict[str, Any] = {}
@@ -248,6 +261,12 @@ class RunContext:
         self.notes[key] = value
         if self.dir is not None:
             self._write_json("resolved.json", self.notes)
+
+    def set_stop(self, kind: StopKind, reason: str) -> None:
+        """Record why the loop ended: ``kind`` (one of :data:`STOP_KINDS`) and ``reason`` in words."""
+        if kind not in STOP_KINDS:
+            raise ValueError(f"stop kind {kind!r} is not one of {', '.join(STOP_KINDS)}")
+        self.stop_kind, self.stop_reason = kind, reason
 
     def progress(self, text: str) -> None:
         """Extra text for the console progress line (e.g. the last eval return)."""

@@ -48,7 +48,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,9 @@ from lzk_loop import ranks
 from lzk_loop.state import LoopCheckpoints
 from lzkernel import (BufferOptions, CheckContext, Collector, Evaluator, LearningPolicy, ReplayBuffer, StopRequested,
                       UpdateSchedule, option, progressed)
+
+if TYPE_CHECKING:
+    from lzkernel.run import StopKind
 
 log = logging.getLogger("lzkernel")
 
@@ -193,10 +196,13 @@ class LoopTrainer(LoopCheckpoints):
         elif not resumed and self.evaluator is not None:
             self.evaluator.should_eval(run.train_iter)  # iteration 0 counts as evaluated: the first is every_train_iters later
         progress, self._progress = self._progress, None
-        if self._solved is not None and not (self.evaluator is not None and self.evaluator.reached(self._solved)):
-            self._solved = None  # a resume with a higher stop value (or another rank): train on
+        if resumed:
+            # A resume with a higher stop value trains on. Only rank 0 has the evaluator that
+            # knows the stop value: its answer holds on every rank (all stop and say "solved").
+            still = self._solved is not None and self.evaluator is not None and self.evaluator.reached(self._solved)
+            self._solved = self._agreed_solved(self._solved if still else None)
         if resumed and self._should_stop():  # the budget was spent already: nothing to do, nothing to save
-            run.stop_reason = self._stop_reason()
+            run.set_stop(*self._stop_reason())
             log.warning("nothing to do: %s; raise it to continue", run.stop_reason)
             return
         while True:
@@ -221,7 +227,7 @@ class LoopTrainer(LoopCheckpoints):
             self._progress = None
             if self._should_stop():
                 break
-        run.stop_reason = self._stop_reason()
+        run.set_stop(*self._stop_reason())
         self._save()
         run.progress(run.stop_reason)  # the progress line's last words: why it ended
 
@@ -343,9 +349,18 @@ class LoopTrainer(LoopCheckpoints):
                 stop = bool(self.evaluator.reached(mean)) and run.train_iter > 0
                 if stop:
                     self._solved = mean
-        stop, abandoned = (bool(x) for x in run.comm.broadcast_object([stop, abandoned]))
+        stop, abandoned, solved = run.comm.broadcast_object([stop, abandoned, self._solved])
+        stop, abandoned = bool(stop), bool(abandoned)
+        self._solved = None if solved is None else float(solved)  # rank 0's: every rank's stop kind is "solved"
         self._eval_abandoned = abandoned
         return stop or abandoned
+
+    def _agreed_solved(self, solved: float | None) -> float | None:
+        """Rank 0's ``solved`` on every rank (one broadcast; the value itself with one rank)."""
+        if self.run.world_size == 1:
+            return solved
+        agreed = self.run.comm.broadcast_object(solved)
+        return None if agreed is None else float(agreed)
 
     def _should_stop(self) -> bool:
         run = self.run
@@ -360,18 +375,22 @@ class LoopTrainer(LoopCheckpoints):
         # wants to (one all-reduce, the same answer everywhere).
         return self._any_rank(bool(local))
 
-    def _stop_reason(self) -> str:
-        """Why the loop ended, in words (``run.stop_reason``: the summary and the log say it)."""
+    def _stop_reason(self) -> tuple[StopKind, str]:
+        """Why the loop ended: its kind and the same in words (``run.set_stop``: the summary and
+        the log say it). A signal first (it may arrive after a budget was reached: the run still
+        saved and left because of it), then the stop value, then the budgets."""
         run, cfg = self.run, self.run.cfg
         if run.stop_signal is not None:
-            return f"stopped by {signal.Signals(run.stop_signal).name}"
+            return "signal", f"stopped by {signal.Signals(run.stop_signal).name}"
         if self._solved is not None:
-            return f"solved: eval/return_mean {self._solved:g} has reached evaluator.stop_value"
+            return "solved", f"solved: eval/return_mean {self._solved:g} has reached evaluator.stop_value"
         if run.train_iter >= cfg.max_train_iters:
-            return f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}"
+            return "max_train_iters", f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}"
         if run.env_steps >= cfg.max_env_steps:
-            return f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}"
-        return "stopped by another rank's signal" if run.world_size > 1 else "stopped"
+            return "max_env_steps", f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}"
+        if run.world_size > 1 and not run.stop_requested:  # this rank saw no signal: another did
+            return "peer_signal", "stopped by another rank's signal"
+        return "requested", "stopped"
 
     def _emit_train(self) -> None:
         metrics = {k: float(np.mean(v)) for k, v in self._pending.items() if v}

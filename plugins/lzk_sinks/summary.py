@@ -7,6 +7,8 @@ replacing the file atomically::
     {"status": "finished" | "stopped" | "failed",
      "exit_code": 0 | 128 + signal | 1 | 2,
      "stop_reason": "solved: eval/return_mean 200 has reached evaluator.stop_value",
+     "stop_kind": "solved" | "max_train_iters" | "max_env_steps" | "signal" | "peer_signal"
+                  | "requested" | null,
      "error": "ValueError: ..." | null,
      "train_iter": 1200, "env_steps": 8123, "wall_time": 151.2,
      "eval": {"count": 7, "last": {...}, "best": {...}},   # return_mean, train_iter, env_steps, wall_time
@@ -16,6 +18,9 @@ replacing the file atomically::
 ``eval`` covers the run directory's whole history: a resumed run starts from the evaluations
 ``metrics.jsonl`` holds up to the step it resumed from (a resume to an earlier step drops the
 later ones, as the run's history does). ``exit_code`` is ``lzkernel run``'s (this process's).
+``stop_kind`` is ``run.stop_kind`` (``lzkernel.run.StopKind``), what ``stop_reason`` says in
+words, for scripts; null when the loop did not reach its end (an error) or a trainer set only
+``stop_reason``. ``status`` follows it: "stopped" for the kinds that end a run early.
 """
 from __future__ import annotations
 
@@ -79,10 +84,14 @@ def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
 
 
 def _status(run: Any, error: BaseException | None) -> str:
+    """"failed" for an error, "stopped" for Ctrl-C, a signal to this process or a stop of the
+    kinds that end a run early (another rank's signal, a request: ``run.stop_kind``), else
+    "finished" (solved, a budget reached, or a trainer that set no kind)."""
+    from lzkernel.run import INTERRUPTED_KINDS
+
     if error is not None:
         return "stopped" if isinstance(error, KeyboardInterrupt) else "failed"
-    # a signal to this process, or to another rank (the loop says so in its stop reason)
-    if run.stop_signal is not None or (run.stop_reason or "").startswith("stopped by"):
+    if run.stop_signal is not None or run.stop_kind in INTERRUPTED_KINDS:
         return "stopped"
     return "finished"
 
@@ -99,6 +108,7 @@ def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     last = run.last_checkpoint if run.last_checkpoint is not None else run.resume_path
     summary = {
         "status": _status(run, error), "exit_code": exit_code(error, run.stop_signal), "stop_reason": run.stop_reason,
+        "stop_kind": run.stop_kind,
         "error": None if error is None else f"{type(error).__name__}: {error}",
         "train_iter": run.train_iter, "env_steps": run.env_steps, "wall_time": round(run.wall_time, 3),
         "eval": ev,

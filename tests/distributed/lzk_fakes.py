@@ -8,7 +8,7 @@ with several ranks as threads (``comm.name=threads``).
   (the trainer must broadcast rank 0's), and its ``learn`` averages real gradients through
   ``run.comm.average_gradients`` on a rank-specific batch;
 * the evaluator (rank 0) reports ``eval/return_mean = train_iter``;
-* ``signal_rank``/``signal_epoch`` set ``run.stop_requested`` on one rank only;
+* ``signal_rank``/``signal_epoch`` set ``run.stop_requested`` (and ``stop_signal``) on one rank only;
   ``evaluator.signal_at`` makes that evaluation receive a "signal" part-way and give up
   (``StopRequested``), as the real evaluators do;
   ``fault_rank``/``fault_at_learn`` make one rank's ``learn`` raise.
@@ -17,6 +17,7 @@ Every fake records what it did in ``log`` so a test can compare ranks.
 """
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -185,7 +186,8 @@ class FakeCollector:
         n = self.cfg.base + self.run.rank * self.cfg.extra
         self.total += n
         if self.run.rank == self.cfg.signal_rank and self.calls == self.cfg.signal_epoch:
-            self.run.stop_requested = True  # as the SIGTERM handler would, on this rank only
+            # as the SIGTERM handler would, on this rank only
+            self.run.stop_requested, self.run.stop_signal = True, signal.SIGTERM
         return [range(n)], {"collect/transitions": float(n)}
 
     def state_dict(self) -> dict[str, Any]:
@@ -213,7 +215,7 @@ class FakeEvaluator:
     def evaluate(self, policy: Any) -> dict[str, float]:
         self.calls += 1
         if self.calls == self.cfg.signal_at:
-            self.run.stop_requested = True  # as the SIGTERM handler would, part-way
+            self.run.stop_requested, self.run.stop_signal = True, signal.SIGTERM  # as the handler would, part-way
             self.last = self.unrecorded
             raise StopRequested("stop requested during a fake evaluation")
         self.evaluated.append(self.run.train_iter)
@@ -261,5 +263,5 @@ def lzkernel_register_collectors() -> list[Component]:
 @hookimpl
 def lzkernel_register_evaluators() -> list[Component]:
     return [Component("fake", factory=lambda cfg, run, **kw: FakeEvaluator(cfg, run), config=FakeEvaluatorConfig,
-                      doc="test")]
+                      doc="test", resume_safe=("stop_value",))]
 

@@ -46,13 +46,14 @@ def _config(tmp_path: Path, **sections: dict[str, Any]) -> Path:
     return path
 
 
-def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, **sections: dict[str, Any]) -> list[dict]:
+def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, resume: str | None = None,
+           **sections: dict[str, Any]) -> list[dict]:
     kernel = Kernel(["lzk_fakes"])
     kernel.raise_on_errors()
     config = load_config(_config(tmp_path, **sections), list(overrides), kernel.registry)
 
     def rank_main(comm: Any) -> dict[str, Any]:
-        run = RunContext(kernel, config, argv=["test"])
+        run = RunContext(kernel, config, argv=["test"], resume=resume)
         with run:
             assert run.comm is comm and run.rank == comm.rank and run.world_size == W
             trainer = run.build("trainer")
@@ -62,7 +63,8 @@ def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, **s
             "train_iter": run.train_iter, "env_steps": run.env_steps, "epoch": trainer.epoch,
             "learn_calls": p.learn_calls, "reanalyses": trainer.buffer.reanalyses,
             "collected": trainer.collector.total, "buffer": trainer.buffer.num_transitions,
-            "stop_requested": run.stop_requested, "run_dir": run.dir, "last_eval": trainer.last_eval,
+            "stop_requested": run.stop_requested, "stop_kind": run.stop_kind, "stop_reason": run.stop_reason,
+            "run_dir": run.dir, "last_eval": trainer.last_eval,
             "evaluator": trainer.evaluator, "progress": trainer._progress,
             "params": [t.detach().clone() for t in p.model.parameters()],
             "buffers": [t.detach().clone() for t in p.model.buffers()],
@@ -89,7 +91,8 @@ def test_update_count_and_stop_after_eval_agree(tmp_path: Path) -> None:
     """Ranks collect 5/9/13/17 transitions per collect; rank 0's evaluation stops the run."""
     res = _train(tmp_path, evaluator={"stop_value": 10})
     assert [r["collected"] // (r["epoch"] or 1) for r in res] == [5, 9, 13, 17]  # local counts differ
-    _agree(res, "train_iter", "env_steps", "epoch", "learn_calls", "reanalyses")
+    _agree(res, "train_iter", "env_steps", "epoch", "learn_calls", "reanalyses", "stop_kind")
+    assert res[0]["stop_kind"] == "solved"
     # replay_ratio on the summed count: int(44 * 0.1) = 4 updates per epoch on every rank; the
     # first epoch trains nobody (rank 0 holds 5 <= batch_size 8 transitions although rank 3 is ready).
     assert res[0]["env_steps"] == 44 * res[0]["epoch"]
@@ -106,10 +109,23 @@ def test_update_count_and_stop_after_eval_agree(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "metrics.jsonl").is_file()
 
 
+def test_a_solved_run_resumed_is_solved_on_every_rank(tmp_path: Path) -> None:
+    """Only rank 0 evaluates; its "solved" holds on every rank: when it ends the run, and when a
+    resume finds it solved already (nothing to do), or no longer (a higher stop value: train on)."""
+    res = _train(tmp_path, evaluator={"stop_value": 8})
+    assert [r["stop_kind"] for r in res] == ["solved"] * W and res[0]["train_iter"] == 8
+    assert len({r["stop_reason"] for r in res}) == 1
+    again = _train(tmp_path, resume="auto", evaluator={"stop_value": 8})
+    assert [(r["stop_kind"], r["train_iter"]) for r in again] == [("solved", 8)] * W
+    more = _train(tmp_path, resume="auto", evaluator={"stop_value": 12})
+    assert [(r["stop_kind"], r["train_iter"]) for r in more] == [("solved", 12)] * W
+
+
 def test_stop_on_budget_agrees(tmp_path: Path) -> None:
     res = _train(tmp_path, ["run.max_env_steps=150"])
     _agree(res, "train_iter", "env_steps", "epoch", "learn_calls")
     assert res[0]["env_steps"] == 176 and res[0]["epoch"] == 4  # 44 per epoch: the first >= 150
+    assert [r["stop_kind"] for r in res] == ["max_env_steps"] * W
     _identical_weights(res)
 
 
@@ -119,6 +135,10 @@ def test_a_signal_on_one_rank_stops_every_rank(tmp_path: Path) -> None:
     _agree(res, "train_iter", "env_steps", "epoch", "learn_calls")
     assert res[0]["epoch"] == 3
     assert [r["stop_requested"] for r in res] == [False, False, True, False]
+    # Each rank knows whose signal stopped it, as a kind (summary.json's status reads it, not the words).
+    assert [r["stop_kind"] for r in res] == ["peer_signal", "peer_signal", "signal", "peer_signal"]
+    assert [r["stop_reason"] for r in res] == ["stopped by another rank's signal"] * 2 + ["stopped by SIGTERM",
+                                                                                      "stopped by another rank's signal"]
 
 
 def test_one_rank_raising_releases_the_others(tmp_path: Path) -> None:

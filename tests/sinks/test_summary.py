@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fault"))
 import resume_helpers as rh  # noqa: E402
 
@@ -25,7 +27,7 @@ def test_a_solved_run_and_its_resumes(tmp_path: Path) -> None:
     rh.run("cartpole_rezero", out, "evaluator.stop_value=1", "run.max_train_iters=100")
     s = _summary(out)
     evals = _evals(out)
-    assert s["status"] == "finished" and s["exit_code"] == 0 and s["error"] is None
+    assert s["status"] == "finished" and s["exit_code"] == 0 and s["error"] is None and s["stop_kind"] == "solved"
     assert s["stop_reason"] == f"solved: eval/return_mean {evals[-1]['eval/return_mean']:g} has reached evaluator.stop_value"
     assert s["train_iter"] == 10 and s["eval"]["count"] == len(evals) == 2  # at iterations 0 and 10
     best = max(evals, key=lambda r: r["eval/return_mean"])
@@ -42,6 +44,7 @@ def test_a_solved_run_and_its_resumes(tmp_path: Path) -> None:
     rh.run("cartpole_rezero", out, "evaluator.stop_value=1e9", "run.max_train_iters=30", resume=True)
     s = _summary(out)
     assert s["stop_reason"] == "train_iter 30 has reached run.max_train_iters=30" and s["train_iter"] == 30
+    assert s["stop_kind"] == "max_train_iters"
     assert s["eval"]["count"] == len(_evals(out)) == 4 and s["eval"]["last"]["train_iter"] == 30
 
 
@@ -68,12 +71,23 @@ def test_status_and_exit_code_of_the_ways_a_run_ends() -> None:
     from lzkernel.errors import exit_code
     from lzkernel.errors import ConfigError
 
-    run = SimpleNamespace(stop_signal=None, stop_reason="train_iter 5 has reached run.max_train_iters=5")
-    assert (_status(run, None), exit_code(None, None)) == ("finished", 0)
-    other = SimpleNamespace(stop_signal=None, stop_reason="stopped by another rank's signal")
-    assert _status(other, None) == "stopped"
-    assert (_status(SimpleNamespace(stop_signal=15, stop_reason="stopped by SIGTERM"), None), exit_code(None, 15)) \
-        == ("stopped", 143)
+    def run(kind: str | None, signum: int | None = None, reason: str = "") -> SimpleNamespace:
+        return SimpleNamespace(stop_signal=signum, stop_kind=kind, stop_reason=reason)
+
+    assert (_status(run("max_train_iters"), None), exit_code(None, None)) == ("finished", 0)
+    assert [_status(run(k), None) for k in ("solved", "max_env_steps", None)] == ["finished"] * 3
+    # The kind decides, not the words: a trainer's reason text may say anything.
+    assert _status(run("peer_signal", reason="rank 3 was told to stop"), None) == "stopped"
+    assert _status(run("requested", reason="stopped"), None) == "stopped"
+    assert _status(run("max_train_iters", reason="stopped by the budget"), None) == "finished"
+    assert (_status(run("signal", 15, "stopped by SIGTERM"), None), exit_code(None, 15)) == ("stopped", 143)
+    assert _status(run(None, 15), None) == "stopped"  # a signal, with a trainer that sets no kind
+    assert _status(run("solved"), KeyboardInterrupt()) == "stopped"
+    assert _status(run("solved"), ValueError("x")) == "failed"
+    from lzkernel.run import RunContext
+
+    with pytest.raises(ValueError, match=r"^stop kind 'budget' is not one of solved, max_train_iters, "):
+        RunContext.set_stop(SimpleNamespace(), "budget", "the budget")  # type: ignore[arg-type]
     full = OSError(28, "No space left on device")
     wrapped = RuntimeError("sink failed")
     wrapped.__cause__ = full
