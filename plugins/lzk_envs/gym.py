@@ -15,6 +15,7 @@ Shape letters: E envs, A actions, O observation shape.
 """
 from __future__ import annotations
 
+import importlib
 from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,6 +31,31 @@ from lzk_envs.vector import check_step_args, check_restored
 class EnvError(LzkernelError, RuntimeError):
     """An environment misbehaved at run time (non-finite values, bad action mask, an exception
     from its ``reset``/``step``, chained as the cause), named by env id and env index."""
+
+
+def id_problem(env_id: str) -> str | None:
+    """Why ``gymnasium.make`` cannot find ``env_id`` (None: it can), without making an env: the
+    module of ``module:Id`` is imported (it registers Id), then Id is looked up in gymnasium's
+    registry as ``make`` looks it up (an unversioned Id means its highest registered version).
+    The message is gymnasium's (it names close ids or the versions that exist). Config checks
+    call it (:class:`lzk_envs.plugin.GymEnvConfig`), so ``lzkernel config`` refuses what
+    ``lzkernel run`` could not make."""
+    from gymnasium.envs.registration import find_highest_version, parse_env_id
+
+    parts = env_id.split(":")
+    if len(parts) > 2:
+        return f"{env_id!r} is neither a gymnasium env id nor module:Id (one colon at most)"
+    module, name = (parts[0], parts[1]) if len(parts) == 2 else (None, env_id)
+    try:
+        if module is not None:
+            importlib.import_module(module)
+        if gymnasium.registry.get(name) is None:
+            ns, base, version = parse_env_id(name)  # gymnasium.error.Error for a malformed id
+            if version is not None or find_highest_version(ns, base) is None:
+                gymnasium.spec(name)  # raises: NameNotFound, VersionNotFound, NamespaceNotFound, ...
+    except (gymnasium.error.Error, ImportError) as exc:
+        return f"cannot make gymnasium env {env_id!r}: {exc}"
+    return None
 
 
 def _make(env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> gymnasium.Env:

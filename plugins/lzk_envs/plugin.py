@@ -31,6 +31,14 @@ class GymEnvConfig:
         None, doc="Override the env's time limit (gymnasium.make max_episode_steps); null keeps the registered one.", min=1
     )
 
+    def validate(self) -> list[tuple[str, str]]:
+        """Look the id up in gymnasium's registry now (imports gymnasium, makes no env), so that
+        ``lzkernel config`` already refuses an id that ``lzkernel run`` could not make."""
+        from lzk_envs.gym import id_problem
+
+        problem = id_problem(self.id)
+        return [("id", problem)] if problem else []
+
 
 def make_gym_env(cfg: GymEnvConfig, run: Any = None) -> Any:
     """Build a :class:`lzk_envs.gym.GymEnvSpec` (probes one env; raises ConfigError on bad ids/spaces)."""

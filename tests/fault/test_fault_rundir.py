@@ -177,20 +177,21 @@ def test_an_out_dir_that_cannot_be_written_is_one_line(kind: str, tmp_path: Path
 
 
 def test_a_start_that_failed_on_a_config_error_leaves_nothing_to_the_next_run(tmp_path: Path) -> None:
-    """A config error found while building the components (an env id that does not exist) exits
-    2 after the run files were written; the corrected run into the same directory writes its own
-    overrides.txt and command.txt, not the failed start's."""
+    """A config error found while building the components (a keyword the env's constructor
+    rejects: the config check cannot know it) exits 2 after the run files were written; the
+    corrected run into the same directory writes its own overrides.txt and command.txt, not the
+    failed start's."""
     out = tmp_path / "out"
     proc = lzk(["run", Path(__file__).parents[2] / "configs" / "cartpole_rezero_fast.yaml", f"run.out_dir={out}",
-                "env.id=CartPol-v0", "run.progress=false"], tmp_path)
-    assert_one_line_error(proc, "env.id", "CartPol-v0")
+                "env.kwargs={CartPol: 1}", "run.progress=false"], tmp_path)
+    assert_one_line_error(proc, "env.kwargs", "CartPol")
     assert (out / "overrides.txt").is_file()  # the failed start wrote its run files
     failed = json.loads((out / "summary.json").read_text())
-    assert failed["status"] == "failed" and failed["exit_code"] == 2 and "CartPol-v0" in failed["error"]
+    assert failed["status"] == "failed" and failed["exit_code"] == 2 and "CartPol" in failed["error"]
     cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 3})
     proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (out / "overrides.txt").read_text() == ""  # this run's (none), not env.id=CartPol-v0
+    assert (out / "overrides.txt").read_text() == ""  # this run's (none), not env.kwargs={CartPol: 1}
     assert "CartPol" not in (out / "command.txt").read_text()
     assert not list(out.glob("abandoned-*")) and "earlier start" not in proc.stderr  # nothing to keep
     assert json.loads((out / "summary.json").read_text())["status"] == "finished"

@@ -68,8 +68,30 @@ def test_config_and_plugins_do_not_import_torch(command: str, plugin_site: Simpl
         (tmp_path / "metrics.jsonl").write_text('{"event": "eval", "train_iter": 3, "eval/return_mean": 1.5}\n')
     result = _probe(argv, clean_env(plugin_site.demo), tmp_path)
     assert result["rc"] == 0
+    # A gymnasium env section's check looks its id up in gymnasium's registry (lzk_envs.gym.id_problem).
+    allowed = {"gymnasium"} if command.startswith("config-rezero") else set()
     for stage, loaded in result["stage"].items():
-        assert loaded == {m: False for m in HEAVY_MODULES}, f"after {stage}: {loaded}"
+        expected = {m: stage == "main" and m in allowed for m in HEAVY_MODULES}
+        assert loaded == expected, f"after {stage}: {loaded}"
+
+
+def test_config_refuses_an_unknown_gymnasium_id_as_run_does(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
+    """`lzkernel config` checks env.id against gymnasium's registry (no torch, no env made), in
+    the same one line that `lzkernel run` gives, before run makes its directory."""
+    real = str(REPO / "configs" / "cartpole_rezero.yaml")
+    line = ("lzkernel: error: invalid config {}: env.id: cannot make gymnasium env 'CartPol-v1': Environment "
+            "`CartPol` doesn't exist. Did you mean: `CartPole`? (from a command-line override)").format(real)
+    env = clean_env(plugin_site.demo)
+    out = tmp_path / "out"
+    for command in ("config", "run"):
+        proc = lzk([command, real, "env.id=CartPol-v1", f"run.out_dir={out}"], env, cwd=tmp_path)
+        assert assert_config_error(proc) == line, command
+    assert not out.exists()
+    result = _probe(["config", real, "env.id=CartPol-v1"], env, tmp_path)
+    assert result["rc"] == 2 and not result["stage"]["main"]["torch"]
+    bad = lzk(["config", real, "env.id=a:b:c"], env, cwd=tmp_path)
+    assert_config_error(bad, "env.id: 'a:b:c' is neither a gymnasium env id nor module:Id")
+    assert lzk(["config", real, "env.id=CartPole"], env, cwd=tmp_path).returncode == 0  # its highest version, as make
 
 
 def test_resume_from_a_missing_path_exits_2(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
