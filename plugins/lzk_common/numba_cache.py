@@ -10,10 +10,13 @@ cache (a read-only install) changes nothing: every run then compiles in process,
 """
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Sequence
+
+log = logging.getLogger("lzkernel")
 
 _WARMED: set[str] = set()  # warm entries run (or being run) from this process
 
@@ -38,12 +41,14 @@ def mark_warming(warm: str) -> None:
 def ensure_cached(kernels: Sequence[Any], warm: str) -> None:
     """Make this process load ``kernels`` from numba's cache rather than compile them: when one is
     cold, run ``warm`` ("module:function", a function that compiles them with the argument types
-    searches use) in a subprocess first. Once per ``warm`` per process; nothing to do when the
-    kernels are already loaded here."""
+    searches use) in a subprocess first, and say so in the log (the progress line only says
+    "starting": compiling is announced here, where it is known to happen). Once per ``warm`` per
+    process; nothing to do when the kernels are already loaded here."""
     if warm in _WARMED or all(k.signatures for k in kernels):
         return
     _WARMED.add(warm)
     if not cache_is_warm(kernels):
+        log.info("compiling search kernels into numba's cache (once per install or upgrade, ~15 s)")
         module, name = warm.split(":")
         subprocess.run([sys.executable, "-c", f"from {module} import {name}; {name}()"],
                        check=False, capture_output=True, timeout=600)

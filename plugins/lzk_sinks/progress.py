@@ -35,8 +35,10 @@ def _show(run: Any, force: bool = False) -> None:
     if run.status_text:
         parts.append(run.status_text)
     elif st["eval"] is None and run.env_steps == 0:
-        # Before the first event: the first run on a machine compiles the numba kernels here.
-        parts.append("starting (first run on a machine: ~15 s compiling search kernels)")
+        # Before the first event. Whether numba kernels will be compiled is not known here (the
+        # policy is built later); the code that compiles them says so when it does
+        # (lzk_common.numba_cache.ensure_cached logs it).
+        parts.append("starting")
     parts.append(clock(wall))
     line = "[lzkernel] " + " | ".join(parts)
     if tty:

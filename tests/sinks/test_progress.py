@@ -23,6 +23,16 @@ def test_a_line_appears_at_run_start_before_any_event(capsys: pytest.CaptureFixt
     assert err.startswith("[lzkernel] iter 0 | env 0") and "starting" in err
 
 
+def test_the_starting_note_claims_no_compiling(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing is known about numba's cache at run start: a plain "starting" (the compiling is
+    announced where it happens, lzk_common.numba_cache)."""
+    run = _run()
+    progress.lzkernel_run_start(run=run)
+    err = capsys.readouterr().err
+    progress.lzkernel_run_end(run=run, error=None)
+    assert err.strip() == "[lzkernel] iter 0 | env 0 | 0 env/s | starting | 0:00:00"
+
+
 def test_the_starting_note_gives_way_to_the_eval_return(capsys: pytest.CaptureFixture[str]) -> None:
     run = _run()
     progress.lzkernel_run_start(run=run)
