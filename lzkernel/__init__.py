@@ -4,7 +4,7 @@ The public API a plugin author needs. Importing this package does not import tor
 """
 from __future__ import annotations
 
-from lzkernel.collectives import all_reduce_mean_tensors, broadcast_tensors
+from lzkernel.collectives import all_reduce_mean_tensors, broadcast_tensors, gather_ints
 from lzkernel.component import ROLES, Component
 from lzkernel.config.compat import BufferOptions, CheckContext, SegmentBufferOptions
 from lzkernel.config.schema import option
@@ -103,6 +103,7 @@ __all__ = [
     "broadcast_tensors",
     "decode_frames",
     "encode_frames",
+    "gather_ints",
     "generator_state",
     "masked_softmax_weights",
     "progressed",

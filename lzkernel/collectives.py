@@ -50,3 +50,20 @@ def all_reduce_mean_tensors(tensors: Iterable[Any], world_size: int,
             all_reduce_sum(flat)
             flat.div_(world_size)
             _scatter(flat, group)
+
+
+def gather_ints(values: Iterable[int], rank: int, world_size: int,
+                all_reduce_sum: Callable[[Any], Any]) -> list[list[int]]:
+    """Every rank's ``values`` (n small ints each, the same n on every rank), on every rank:
+    ``[W][n]``, row r from rank r. One ``all_reduce_sum`` of a flat ``[W * n]`` int64 table in
+    which each rank fills its own row and leaves the others zero (``all_reduce_sum`` is in the
+    CommBackend protocol; an all-gather is not)."""
+    import torch
+
+    row = [int(v) for v in values]
+    n = len(row)
+    table = torch.zeros(world_size * n, dtype=torch.int64)
+    table[rank * n:(rank + 1) * n] = torch.tensor(row, dtype=torch.int64)
+    all_reduce_sum(table)
+    flat = [int(v) for v in table.tolist()]
+    return [flat[r * n:(r + 1) * n] for r in range(world_size)]

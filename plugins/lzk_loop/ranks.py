@@ -12,7 +12,28 @@ from typing import Any, Callable
 
 import numpy as np
 
-from lzkernel import CommBackend, LearningPolicy, all_reduce_mean_tensors, broadcast_tensors
+from lzkernel import CommBackend, LearningPolicy, LzkernelError, all_reduce_mean_tensors, broadcast_tensors, gather_ints
+
+
+class RanksDiverged(LzkernelError, RuntimeError):
+    """The ranks were about to run a different number of learner updates (each one runs
+    collectives, so they would deadlock or fail later, far from the cause); raised on every rank
+    at once, naming every rank's values."""
+
+
+def agree_on_epoch(run: Any, updates: int, ready: bool, schedule: str) -> bool:
+    """The start of an epoch with several ranks: one all-reduce of every rank's
+    ``[train_iter, updates, not ready]`` (:func:`lzkernel.gather_ints`). Raises
+    :class:`RanksDiverged` on every rank when they disagree on ``train_iter`` or on this epoch's
+    ``updates`` (the schedule's count: ``schedule`` names it); else True when every rank is
+    ``ready`` (holds enough data to train)."""
+    rows = gather_ints([run.train_iter, updates, int(not ready)], run.rank, run.world_size, run.comm.all_reduce_sum)
+    if len({(r[0], r[1]) for r in rows}) > 1:
+        raise RanksDiverged(
+            f"ranks disagree on the learner updates of this epoch, by rank: train_iter {[r[0] for r in rows]}, "
+            f"updates {[r[1] for r in rows]} ({schedule} must return the same count on every rank: sum a "
+            "rank-local count over ranks first, as replay_ratio does)")
+    return not any(r[2] for r in rows)
 
 
 def broadcast_initial_weights(comm: CommBackend, policy: LearningPolicy) -> None:

@@ -4,7 +4,7 @@ One epoch::
 
     evaluate (when due, rank 0; the stop decision is broadcast; a signal stops here)
     collect            (every rank, its own envs)
-    schedule updates   (identical on every rank: counts are summed through the comm backend)
+    schedule updates   (identical on every rank: counts are summed through the comm backend; checked)
     push + trim        (the buffer enforces its capacity)
     before_train()     (hook: epoch-level reanalysis)
     for i in range(updates):
@@ -32,7 +32,10 @@ policy's :class:`lzkernel.TargetSpec` says how the buffer is built and how large
 With several ranks (``run.world_size > 1``, see ``docs/distributed.md``) every decision that
 changes control flow is taken collectively, so all ranks run the same collectives: evaluation
 and stop-after-eval (rank 0 decides, broadcast), "enough data to train" (all ranks must be
-ready), stop on budget or signal (any rank), reanalyse now (:meth:`LoopTrainer.agree`). Rank
+ready), stop on budget or signal (any rank), reanalyse now (:meth:`LoopTrainer.agree`). The
+epoch's update count is the schedule's, which must agree by construction (the first-party ones
+do); the all-reduce of "enough data" also checks it, with ``train_iter``, and raises
+:class:`lzk_loop.ranks.RanksDiverged` at once, naming every rank's values, where it does not. Rank
 0's initial weights are broadcast once; after every update the floating buffers of the
 policy's models that the update moved (``policy.updated_buffers()``: BatchNorm running
 statistics) are averaged over ranks, so parameters *and* buffers stay bit-identical.
@@ -247,7 +250,14 @@ class LoopTrainer(LoopCheckpoints):
             needed = max(batch_size, self.train_start_transitions())
             # Train only when every rank holds enough data (decided once per epoch: the buffer size
             # does not change inside the update loop), so all ranks run the same number of updates.
-            ready = self._all_ranks(self.buffer.num_transitions > needed) if updates > 0 else False
+            # With several ranks the same all-reduce checks that they agree on train_iter and on
+            # the schedule's count, and raises at once, naming both, where they do not.
+            local = self.buffer.num_transitions > needed
+            if run.world_size > 1:
+                schedule = f"update_schedule '{run.config.sections.get('update_schedule', ('?',))[0]}'"
+                ready = ranks.agree_on_epoch(run, updates, local, schedule) and updates > 0
+            else:
+                ready = local and updates > 0
         for i in range(start, updates):
             self.before_update(i, updates)
             if not ready:
@@ -414,11 +424,6 @@ class LoopTrainer(LoopCheckpoints):
         if self.run.world_size == 1:
             return bool(flag)
         return self._sum_over_ranks(int(bool(flag))) > 0
-
-    def _all_ranks(self, flag: bool) -> bool:
-        if self.run.world_size == 1:
-            return bool(flag)
-        return self._sum_over_ranks(int(not flag)) == 0
 
     # -- keeping ranks identical (see lzk_loop.ranks) ---------------------------------------
 

@@ -12,6 +12,17 @@ from lzk_comm.threads import CommAborted, CommTimeout, RankFailed, ThreadComm, T
 from lzk_schedule.schedules import FixedSchedule, ReplayRatioSchedule
 
 
+def test_gather_ints_gives_every_rank_every_row_with_one_all_reduce() -> None:
+    from lzkernel import gather_ints
+
+    def rank_main(comm: ThreadComm) -> tuple[list[list[int]], int]:
+        rows = gather_ints([comm.rank, -7 * comm.rank, 2**40], comm.rank, comm.world_size, comm.all_reduce_sum)
+        return rows, comm.calls
+
+    expected = [[r, -7 * r, 2**40] for r in range(3)]
+    assert run_ranks(3, rank_main, timeout_s=10) == [(expected, 1)] * 3
+
+
 def test_collectives_with_four_ranks() -> None:
     def rank_main(comm: ThreadComm) -> dict:
         assert isinstance(comm, CommBackend) and current() is comm

@@ -11,7 +11,8 @@ with several ranks as threads (``comm.name=threads``).
 * ``signal_rank``/``signal_epoch`` set ``run.stop_requested`` (and ``stop_signal``) on one rank only;
   ``evaluator.signal_at`` makes that evaluation receive a "signal" part-way and give up
   (``StopRequested``), as the real evaluators do;
-  ``fault_rank``/``fault_at_learn`` make one rank's ``learn`` raise.
+  ``fault_rank``/``fault_at_learn`` make one rank's ``learn`` raise;
+* the ``rank_local`` update schedule counts this rank's transitions only (ranks disagree).
 
 Every fake records what it did in ``log`` so a test can compare ranks.
 """
@@ -59,9 +60,13 @@ class FakeEvaluatorConfig:
     signal_at: int = option(-1, doc="Evaluation (1-based call) during which a signal arrives (-1: none).")
 
 
+def _no_envs(num_envs: int, seed: int) -> Any:
+    raise NotImplementedError("the fake collector steps no env")
+
+
 def _env(cfg: FakeEnvConfig, run: Any) -> Any:
     return SimpleNamespace(id="fake", obs_shape=(cfg.obs_dim,), num_actions=2, two_player=False,
-                           truncation_as_terminal=False)
+                           truncation_as_terminal=False, make_vector=_no_envs)
 
 
 class FakePolicy:
@@ -93,6 +98,12 @@ class FakePolicy:
 
     def exploration(self, train_iter: int, env_steps: int) -> tuple[float, float]:
         return 1.0, 0.0
+
+    def act(self, *args: Any, **kwargs: Any) -> Any:  # the fake collector and evaluator never act
+        raise NotImplementedError
+
+    def reset_envs(self, env_ids: Any, mode: str) -> None:
+        pass
 
     def replicated_tensors(self) -> list[Any]:
         return [t for m in (self.model, self.target_model) for t in (*m.parameters(), *m.buffers())]
@@ -144,6 +155,8 @@ class FakePolicy:
 
 
 class FakeBuffer:
+    capacity = 10**9
+
     def __init__(self) -> None:
         self.num_transitions = 0
         self.reanalyses = 0
@@ -196,6 +209,9 @@ class FakeCollector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.total, self.calls = int(state["total_env_steps"]), int(state["calls"])
 
+    def close(self) -> None:
+        pass
+
 
 class FakeEvaluator:
     def __init__(self, cfg: FakeEvaluatorConfig, run: Any) -> None:
@@ -235,6 +251,33 @@ class FakeEvaluator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.last = int(state["last"])
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class RankLocalScheduleConfig:
+    ratio: float = option(0.25, doc="Updates per transition collected by this rank alone.", min=0.0)
+    min_updates: int = option(1, doc="Lower bound on the updates after a collect.", min=0)
+
+
+class RankLocalSchedule:
+    """The bug RELIABILITY.md D5 describes (LightZero's replay ratio off CUDA): ``int(ratio * n)``
+    of this rank's own count, not summed over ranks, so a rank that collected more data runs more
+    updates."""
+
+    def __init__(self, cfg: RankLocalScheduleConfig) -> None:
+        self.cfg = cfg
+
+    def updates(self, collected_transitions: int) -> int:
+        return max(self.cfg.min_updates, int(collected_transitions * self.cfg.ratio))
+
+
+@hookimpl
+def lzkernel_register_update_schedules() -> list[Component]:
+    return [Component("rank_local", factory=lambda cfg, run: RankLocalSchedule(cfg), config=RankLocalScheduleConfig,
+                      doc="test")]
 
 
 @hookimpl

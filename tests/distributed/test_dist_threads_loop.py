@@ -47,7 +47,8 @@ def _config(tmp_path: Path, **sections: dict[str, Any]) -> Path:
 
 
 def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, resume: str | None = None,
-           **sections: dict[str, Any]) -> list[dict]:
+           catch: type[BaseException] | None = None, **sections: dict[str, Any]) -> list[dict]:
+    """Every rank's results (below), or ``{"error": message}`` from a rank that raised ``catch``."""
     kernel = Kernel(["lzk_fakes"])
     kernel.raise_on_errors()
     config = load_config(_config(tmp_path, **sections), list(overrides), kernel.registry)
@@ -57,7 +58,10 @@ def _train(tmp_path: Path, overrides: list[str] = (), timeout_s: float = 20, res
         with run:
             assert run.comm is comm and run.rank == comm.rank and run.world_size == W
             trainer = run.build("trainer")
-            trainer.train()
+            try:
+                trainer.train()
+            except catch or () as exc:
+                return {"error": f"{type(exc).__name__}: {exc}"}
         p = trainer.policy
         return {
             "train_iter": run.train_iter, "env_steps": run.env_steps, "epoch": trainer.epoch,
@@ -147,6 +151,22 @@ def test_one_rank_raising_releases_the_others(tmp_path: Path) -> None:
         _train(tmp_path, ["policy.fault_rank=3"], timeout_s=20)
     assert time.monotonic() - t0 < 10  # released at once, not after the 20 s deadline
     assert info.value.rank == 3 and isinstance(info.value.__cause__, ValueError)
+
+
+def test_ranks_that_disagree_on_the_update_count_fail_at_once_naming_the_counts(tmp_path: Path) -> None:
+    """RELIABILITY.md D5: a schedule that counts each rank's own transitions (5/9/13/17 × 0.25)
+    gives rank 1 one update more than rank 0. The epoch's all-reduce (with "enough data") catches
+    it before any update, on every rank, and names every rank's values; without it the ranks
+    would reach different collectives in the second epoch."""
+    from lzk_loop.ranks import RanksDiverged
+
+    t0 = time.monotonic()
+    res = _train(tmp_path, update_schedule={"name": "rank_local", "ratio": 0.25}, catch=RanksDiverged)
+    assert time.monotonic() - t0 < 10  # at once, not after the 20 s collective deadline
+    assert [r["error"] for r in res] == [  # every rank raised it itself
+        "RanksDiverged: ranks disagree on the learner updates of this epoch, by rank: train_iter [0, 0, 0, 0], "
+        "updates [1, 2, 3, 4] (update_schedule 'rank_local' must return the same count on every rank: sum a "
+        "rank-local count over ranks first, as replay_ratio does)"] * W
 
 
 def test_a_signal_during_an_evaluation_stops_every_rank_before_the_next_collect(tmp_path: Path) -> None:
