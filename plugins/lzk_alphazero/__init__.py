@@ -17,5 +17,7 @@ visits sharpened by T = 0.25); moves are sampled in proportion to the visits for
 ``sample_moves`` moves of a game and the most visited is played after (LightZero: T = 0.25 on every
 move); the Dirichlet noise is drawn anew at every move from the policy's seeded generator (LightZero's
 C++ tree reuses one draw); every node keeps a cloned simulator state (LightZero replays each
-simulation from the root); one batched network call per simulation serves every tree.
+simulation from the root); one batched network call per simulation serves every tree; the policy's
+softmax (loss and priors) is over the legal moves only (LightZero: over all moves, and its priors
+are not renormalised).
 """
