@@ -1,9 +1,10 @@
 """Config schema of the ``alphazero`` policy (section ``policy: {name: alphazero, ...}``).
 
 Defaults are LightZero's tic-tac-toe AlphaZero (SPEC §6): a residual conv net with one block of
-16 channels and heads of hidden size 8, 25 simulations per move (100 in evaluation), batch 256,
-Adam 3e-3, gradient clip 0.5, value loss weight 1, entropy weight 0, Dirichlet α 0.3 with
-fraction 0.25. No torch here: ``lzkernel config`` reads this schema without importing the model.
+16 channels and heads of hidden size 8, 25 simulations per move (in evaluation LightZero's
+min(800, 4 × that): 100), batch 256, Adam 3e-3, gradient clip 0.5, value loss weight 1, entropy
+weight 0, Dirichlet α 0.3 with fraction 0.25. No torch here: ``lzkernel config`` reads this schema
+without importing the model.
 """
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ class AlphaZeroPolicyConfig(SearchOptions):
 
     model: AlphaZeroModelConfig = option(default_factory=AlphaZeroModelConfig, doc="The network.")
     # --- search and acting --------------------------------------------------------------------
-    eval_num_simulations: int | None = option(100, doc="Simulations per move in eval mode.", min=1)
+    eval_num_simulations: int | None = option(
+        None, doc="Simulations per move in eval mode (default: LightZero's min(800, 4 * num_simulations), "
+        "100 at 25).", min=1)
     discount: float = option(1.0, doc="γ of the search's backups and of the outcome targets (1: board games).",
                              min=0.0, max=1.0)
     fixed_temperature_value: float = option(1.0, doc="Temperature of the moves sampled from the visits "
@@ -65,6 +68,14 @@ class AlphaZeroPolicyConfig(SearchOptions):
     entropy_loss_weight: float = option(0.0, doc="Weight of −H(π) (an entropy bonus; 0 in the paper).", min=0.0)
     on_nonfinite: str = option("raise", doc="A non-finite loss or gradient norm: 'raise', or 'skip' the step.",
                                choices=("raise", "skip"))
+
+    @property
+    def eval_simulations(self) -> int:
+        """Simulations per eval move: ``eval_num_simulations``, else LightZero's AlphaZero rule
+        min(800, 4·num_simulations) (SPEC §5.2)."""
+        if self.eval_num_simulations is not None:
+            return self.eval_num_simulations
+        return min(800, 4 * self.num_simulations)
 
     def validate(self) -> list[tuple[str, str]]:
         return [(f"model.{f}", m) for f, m in self.model.validate()]

@@ -10,7 +10,8 @@
   are renormalised over the legal moves, and scores within 1e-6 of the best tie (the first such
   action is taken; LightZero compares exactly);
 * the learner: LightZero's loss (−Σ π·log p + w_v·(v − z)² − w_H·H(p), batch means), clipping of
-  the global gradient norm over every parameter, Adam with L2 weight decay on every parameter.
+  the global gradient norm over every parameter, Adam with L2 weight decay on every parameter;
+* eval mode's simulations when ``eval_num_simulations`` is unset: min(800, 4·num_simulations).
 """
 from __future__ import annotations
 
@@ -202,3 +203,23 @@ def test_the_learner_step_is_lightzeros(all_legal: bool) -> None:
     for (name, got), want in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7, msg=name)
 
+
+@pytest.mark.parametrize(("simulations", "expected"), [(25, 100), (50, 200), (300, 800)])
+def test_eval_simulations_default_to_lightzeros_rule(simulations: int, expected: int) -> None:
+    """Without ``eval_num_simulations`` eval mode searches min(800, 4·num_simulations) (LightZero's
+    AlphaZero, SPEC §5.2), not a fixed 100; a value that is set wins."""
+    assert AlphaZeroPolicyConfig(num_simulations=simulations).eval_simulations == expected
+    assert AlphaZeroPolicyConfig(num_simulations=simulations, eval_num_simulations=7).eval_simulations == 7
+
+
+def test_eval_mode_searches_the_eval_simulations() -> None:
+    spec = OpenSpielEnvSpec.load("tic_tac_toe")
+    policy = AlphaZeroPolicy(AlphaZeroPolicyConfig(num_simulations=2), spec, seed=0)
+    state = spec.make_simulator().new_state()
+    view = spec.make_simulator().observe([state])
+    seen = []
+    real = policy.search
+    policy.search = lambda *a, **k: seen.append(a[4]) or real(*a, **k)  # type: ignore[method-assign]
+    for mode in ("collect", "eval"):
+        policy.act(view.obs, view.legal, view.to_play, mode=mode, env_ids=np.zeros(1, np.int64), states=[state])
+    assert seen == [2, 8]
