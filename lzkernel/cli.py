@@ -187,24 +187,44 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from lzkernel.config.loader import load_config
-    from lzkernel.config.run_config import RunConfig
-    from lzkernel.config.schema import describe
 
     kernel = _kernel(args)
     kernel.raise_on_errors()
+    if args.explain:
+        return _explain(args, kernel)
     config = load_config(args.config, args.overrides, kernel.registry)
-    if not args.explain:
-        sys.stdout.write(config.to_yaml())
-        return 0
+    sys.stdout.write(config.to_yaml())
+    return 0
+
+
+def _explain(args: argparse.Namespace, kernel: object) -> int:
+    """Every key of the components the config names, with type, default and doc. Read from the
+    sections' ``name`` alone, so that it also explains a config that does not validate yet (a
+    required key missing, a wrong value): the listing first, then the problems (exit 2)."""
+    from lzkernel.component import ROLES
+    from lzkernel.config.loader import DEFAULT_SECTIONS, apply_overrides, load_config, load_yaml
+    from lzkernel.config.run_config import RunConfig
+    from lzkernel.config.schema import REQUIRED, describe
+
+    registry = kernel.registry  # type: ignore[attr-defined]
+    tree, _ = apply_overrides(load_yaml(args.config), args.overrides)
     rows = describe(RunConfig, "run")
-    for role, (name, options) in config.sections.items():
+    for role in ROLES:
+        section = tree.get(role, DEFAULT_SECTIONS.get(role))
+        if not isinstance(section, dict):
+            continue
+        name = section.get("name")
         # the section's component, chosen among the registered ones (`lzkernel plugins` says whose)
-        rows.append((f"{role}.name", "str", name, f"One of: {', '.join(kernel.registry.names(role))}."))
-        if options is not None:
-            rows += describe(type(options), role)
+        rows.append((f"{role}.name", "str", name if isinstance(name, str) else REQUIRED,
+                     f"One of: {', '.join(registry.names(role))}."))
+        component = registry.find(role, name) if isinstance(name, str) else None
+        if component is not None and component.config is not None:
+            rows += describe(component.config, role)
     width = max(len(r[0]) for r in rows)
     for key, tp, default, doc in rows:
         print(f"{key:<{width}}  {tp:<12} {default!r:<14} {doc}")
+    sys.stdout.flush()
+    load_config(args.config, args.overrides, registry)  # what is wrong with it, if anything: exit 2
     return 0
 
 
@@ -277,7 +297,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
     kernel = _kernel(args)
     entries = kernel.describe()
+    # What went wrong when a plugin registered its components (a name taken, a factory that
+    # cannot be called as its role's): listed beside the plugins, which stay listed.
+    problems = kernel.lenient_registry()[1]
     errors = [{"name": e.name, "dist": e.dist, "version": e.version, "error": e.message} for e in kernel.errors]
+    for plugin, message in problems:
+        info = kernel.infos.get(plugin)
+        errors.append({"name": plugin, "dist": info and info.dist, "version": info and info.version, "error": message})
     if args.json:
         json.dump({"plugins": entries, "errors": errors, "blocked": sorted(kernel.blocked),
                    "autoload": kernel.autoload}, sys.stdout, indent=1)
@@ -288,10 +314,15 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         print(f"{e['name']}  ({origin}; {e['module']})")
         for role, names in e["components"].items():
             print(f"    {role}: {', '.join(names)}")
+        events = [h for h in e["hooks"] if not h.startswith("lzkernel_register_")]
+        if events:  # observers (metric sinks): what they listen to
+            print(f"    hooks: {', '.join(events)}")
     for e in kernel.errors:
         if _want_traceback(args):
             sys.stdout.write(e.traceback)
         print(f"ERROR {e.describe()}")
+    for _, message in problems:
+        print(f"ERROR {message}")
     if kernel.blocked:
         print(f"blocked: {', '.join(sorted(kernel.blocked))}")
     for name in kernel.unknown_blocks:

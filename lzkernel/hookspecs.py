@@ -67,7 +67,9 @@ del _role
 @hookspec
 def lzkernel_configure(config: Mapping[str, Any]) -> None:
     """The config has been validated (``config`` is the resolved plain mapping). Every rank,
-    once, before the run directory exists. Raise :class:`~lzkernel.ConfigError` to reject it."""
+    once, before the run directory exists; called by ``lzkernel run`` only (``lzkernel config``
+    and ``eval`` do not), so a rule every command must apply belongs in the schema's
+    ``validate()``. Raise :class:`~lzkernel.ConfigError` to reject it."""
 
 
 @hookspec

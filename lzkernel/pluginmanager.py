@@ -12,12 +12,21 @@ One :class:`Kernel` per run (never a module-global plugin manager). Loading foll
    start-up;
 3. ``-p NAME`` loads the entry point called NAME, or else imports module NAME, even when
    autoloading is off; ``LZKERNEL_PLUGINS=a,b`` does the same;
-4. ``check_pending()`` rejects implementations of hooks that do not exist.
+4. before a plugin is registered its hook implementations are checked (:func:`hook_problems`):
+   a hook name that does not exist, an argument the hook does not pass, or a ``lzkernel_*``
+   function without ``@hookimpl`` (pluggy would skip it silently). Such a plugin is recorded as
+   an error, not registered, like one that fails to import; ``check_pending()`` stays as the
+   last guard.
+
+Errors are collected, never raised while loading, so that ``lzkernel plugins`` can list every
+plugin beside the broken ones; ``run``/``config``/``eval`` call :meth:`Kernel.raise_on_errors`.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as metadata
+import inspect
 import os
 import re
 import traceback
@@ -50,17 +59,24 @@ class PluginInfo:
 
 @dataclass
 class LoadError:
-    """A plugin that could not be loaded."""
+    """A plugin that could not be loaded (it failed to import, or its hooks are wrong)."""
 
     name: str
     dist: str | None
     version: str | None
     message: str
     traceback: str = field(default="", repr=False)
+    #: What the entry point names (``pkg.module`` or ``pkg.module:attr``), or the ``-p`` module.
+    target: str | None = None
+    source: str = "entry point"  # "entry point", "-p" or "object"
+    #: What went wrong, as the message's verb phrase.
+    stage: str = "failed to load"
 
     def describe(self) -> str:
         origin = f"distribution {self.dist} {self.version}" if self.dist else "no distribution"
-        return f"plugin '{self.name}' ({origin}) failed to load: {self.message}"
+        loading = self.stage == "failed to load"
+        target = f" {self.target}" if loading and self.target and self.target != self.name else ""
+        return f"plugin '{self.name}' ({origin}) {self.stage}{target}: {self.message}"
 
 
 def _dist_name(ep: metadata.EntryPoint) -> str | None:
@@ -74,6 +90,20 @@ def _block_matches(block: str, name: str, module: str, dist_name: str | None) ->
     parts = module.split(".")
     return (block == name or any(".".join(parts[:i]) == block for i in range(1, len(parts) + 1))
             or (dist_name is not None and _normal(dist_name) == _normal(block)))
+
+
+def skip_hint(errors: Sequence[LoadError]) -> str:
+    """How to run without the plugins of ``errors``: ``-p no:NAME`` for an entry point, leaving
+    out ``-p NAME`` for a module asked for on the command line."""
+    parts = []
+    entry = [e.name for e in errors if e.source == "entry point"]
+    if entry:
+        parts.append(f"skip {'it' if len(entry) == 1 else 'them'} with {' '.join(f'-p no:{n}' for n in entry)}, "
+                     "or every entry point with LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1")
+    asked = [e.name for e in errors if e.source == "-p"]
+    if asked:
+        parts.append(f"drop {' '.join(f'-p {n}' for n in asked)}")
+    return "; ".join(parts) or "fix the plugin"
 
 
 def unknown_block(name: str) -> str:
@@ -125,11 +155,16 @@ class Kernel:
         candidates = [(ep.name, ep.module, _dist_name(ep)) for ep in entry_points.values()]
         candidates += [(spec, spec, None) for spec in wanted]
         self.unknown_blocks = sorted(b for b in self.blocked if not any(_block_matches(b, *c) for c in candidates))
-        try:
-            self.pm.check_pending()
-        except pluggy.PluginValidationError as exc:
-            name = self.pm.get_name(exc.plugin) or repr(exc.plugin)
-            raise PluginError(f"plugin '{name}' implements an unknown hook: {exc}") from exc
+        while True:  # the last guard (hook_problems catches these first): drop such a plugin, record it
+            try:
+                self.pm.check_pending()
+                break
+            except pluggy.PluginValidationError as exc:
+                name = self.pm.get_name(exc.plugin) or repr(exc.plugin)
+                self.pm.unregister(exc.plugin)
+                info = self.infos.pop(name, PluginInfo(name, name))
+                self.errors.append(LoadError(name, info.dist, info.version, _one_line(exc), target=info.module,
+                                             source=info.source, stage="implements an unknown hook"))
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -152,7 +187,8 @@ class Kernel:
         try:
             obj = ep.load()
         except (Exception, SystemExit) as exc:  # one broken plugin must not take the CLI down
-            self.errors.append(LoadError(name, dist_name, version, _import_failure(exc), traceback.format_exc()))
+            self.errors.append(LoadError(name, dist_name, version, _import_failure(exc), traceback.format_exc(),
+                                         target=ep.value))
             return
         self.register(obj, name, PluginInfo(name, ep.value, dist_name, version, "entry point", _file(obj)))
 
@@ -162,17 +198,25 @@ class Kernel:
         try:
             module = importlib.import_module(spec)
         except (Exception, SystemExit) as exc:
-            self.errors.append(LoadError(spec, None, None, _import_failure(exc), traceback.format_exc()))
+            self.errors.append(LoadError(spec, None, None, _import_failure(exc), traceback.format_exc(),
+                                         target=spec, source="-p"))
             return
         self.register(module, spec, PluginInfo(spec, spec, source="-p", file=_file(module)))
 
     def register(self, obj: Any, name: str, info: PluginInfo) -> None:
-        try:
-            self.pm.register(obj, name=name)
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(f"plugin '{name}' has an invalid hook implementation: {exc}") from exc
-        except ValueError as exc:  # already registered under another name
-            raise PluginError(f"plugin '{name}': {exc}") from exc
+        """Register ``obj`` as plugin ``name``, or record why its hooks cannot be (not registered)."""
+        problems = hook_problems(obj)
+        if not problems:
+            try:
+                self.pm.register(obj, name=name)
+            except pluggy.PluginValidationError as exc:  # what hook_problems does not check (a wrapper)
+                problems = [_one_line(exc)]
+            except ValueError as exc:  # already registered under another name
+                raise PluginError(f"plugin '{name}': {exc}") from exc
+        if problems:
+            self.errors.append(LoadError(name, info.dist, info.version, "; ".join(problems), target=info.module,
+                                         source=info.source, stage="has a wrong hook implementation"))
+            return
         self.infos[name] = info
         self._registry = None
 
@@ -180,9 +224,16 @@ class Kernel:
 
     @property
     def registry(self) -> Registry:
+        """The registry; a plugin's registration mistake raises :class:`PluginError`."""
         if self._registry is None:
             self._registry = Registry.collect(self.pm)
         return self._registry
+
+    def lenient_registry(self) -> tuple[Registry, list[tuple[str, str]]]:
+        """The registry without the components whose registration went wrong, and ``(plugin,
+        message)`` for each mistake (what ``lzkernel plugins`` lists)."""
+        problems: list[tuple[str, str]] = []
+        return Registry.collect(self.pm, problems), problems
 
     @property
     def hook(self) -> Any:
@@ -196,15 +247,16 @@ class Kernel:
             raise ConfigError(f"{unknown_block(self.unknown_blocks[0])} (plugins: {', '.join(known)})")
         if self.errors:
             lines = [e.describe() for e in self.errors]
-            hint = "skip a plugin with -p no:NAME, or set LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1"
+            hint = skip_hint(self.errors)
             # One line per plugin, the hint on the last: the error ends with a line naming a plugin.
             error = ConfigError("\n".join(lines) + f" ({hint})", lines)
             error.details = "".join(e.traceback for e in self.errors)  # shown by --traceback
             raise error
 
     def describe(self) -> list[dict[str, Any]]:
-        """One entry per loaded plugin: name, dist, version, module, components by role."""
-        by_plugin = self.registry.by_plugin()
+        """One entry per loaded plugin: name, dist, version, module, components by role (those
+        registered without a mistake: :meth:`lenient_registry`), hooks."""
+        by_plugin = self.lenient_registry()[0].by_plugin()
         out = []
         for name, info in sorted(self.infos.items()):
             hooks = sorted(h.name for h in self.pm.get_hookcallers(self.pm.get_plugin(name)) or [])
@@ -233,6 +285,65 @@ def autoload_disabled(value: str) -> bool:
 def _normal(dist_name: str) -> str:
     """A distribution name as PEP 503 compares them (``lzkernel_Demo`` == ``lzkernel-demo``)."""
     return re.sub(r"[-_.]+", "-", dist_name).lower()
+
+
+_HOOK_PREFIX = f"{hookspecs.PROJECT}_"
+
+
+def _hook_arguments() -> dict[str, list[str]]:
+    """Every hook's name → the arguments it passes (its spec's parameters)."""
+    marker = f"{hookspecs.PROJECT}_spec"
+    return {name: list(inspect.signature(fn).parameters) for name, fn in vars(hookspecs).items()
+            if name.startswith(_HOOK_PREFIX) and getattr(fn, marker, None) is not None}
+
+
+def hook_problems(plugin: Any) -> list[str]:
+    """What is wrong with ``plugin``'s hook implementations, one phrase each: a hook that does not
+    exist (with the closest name), an argument the hook does not pass, or a function named
+    ``lzkernel_*`` without ``@lzkernel.hookimpl`` (pluggy ignores it: it would never be called)."""
+    hooks = _hook_arguments()
+    marker = f"{hookspecs.PROJECT}_impl"
+    problems: list[str] = []
+    for attr in dir(plugin):
+        if attr.startswith("_"):
+            continue
+        try:
+            value = getattr(plugin, attr)
+        except Exception:  # noqa: BLE001 - pluggy skips such attributes too
+            continue
+        if not inspect.isroutine(value):
+            continue
+        opts = getattr(value, marker, None)
+        if not isinstance(opts, dict):
+            if attr.startswith(_HOOK_PREFIX):
+                problems.append(f"{attr} is not decorated with @lzkernel.hookimpl, so it would never be called")
+            continue
+        hook = opts.get("specname") or attr
+        if hook not in hooks:
+            if not opts.get("optionalhook"):
+                # compared without the common prefix, which would make every name look close
+                stems = [h[len(_HOOK_PREFIX):] for h in hooks]
+                stem = hook[len(_HOOK_PREFIX):] if hook.startswith(_HOOK_PREFIX) else hook
+                close = difflib.get_close_matches(stem, stems, n=1, cutoff=0.6)
+                hint = f" (did you mean '{_HOOK_PREFIX}{close[0]}'?)" if close else ""
+                problems.append(f"{hook} is not an lzkernel hook{hint}")
+            continue
+        try:
+            params = inspect.signature(value).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        required = [p.name for p in params if p.default is p.empty
+                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        extra = [a for a in required if a not in hooks[hook]]
+        if extra:
+            problems.append(f"{hook}({', '.join(required)}) takes {', '.join(map(repr, extra))}, which the hook "
+                            f"does not pass; it passes ({', '.join(hooks[hook])}), and an implementation may "
+                            "take any of them")
+    return problems
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def _import_failure(exc: BaseException) -> str:

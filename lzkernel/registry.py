@@ -15,26 +15,38 @@ REGISTRATION_HOOKS: dict[str, str] = {r.name: r.hook for r in ROLE_TABLE}
 
 
 class Registry:
-    """Components by role and name. Two plugins registering one name is an error naming both."""
+    """Components by role and name. Two plugins registering one name is an error naming both.
 
-    def __init__(self) -> None:
+    A registry made with ``problems=[]`` records each mistake of a plugin there as ``(plugin,
+    message)`` and goes on without that component (what ``lzkernel plugins`` lists); otherwise
+    the first mistake raises :class:`PluginError`.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]] | None = None) -> None:
         self._components: dict[str, dict[str, Component]] = {role: {} for role in ROLES}
+        self.problems = problems
+
+    def _fail(self, plugin: str, message: str) -> None:
+        if self.problems is None:
+            raise PluginError(message)
+        self.problems.append((plugin, message))
 
     def add(self, role: str, component: Component, plugin: str) -> None:
         if role not in self._components:
-            raise PluginError(f"plugin '{plugin}' registered a component for unknown role '{role}'")
+            return self._fail(plugin, f"plugin '{plugin}' registered a component for unknown role '{role}'")
         if not isinstance(component, Component):
-            raise PluginError(
-                f"plugin '{plugin}' returned {type(component).__name__} from "
-                f"{REGISTRATION_HOOKS[role]}; expected lzkernel.Component"
-            )
+            return self._fail(plugin, f"plugin '{plugin}' returned {type(component).__name__} from "
+                                      f"{REGISTRATION_HOOKS[role]}; expected lzkernel.Component")
+        wrong = component.problems(role)
+        if wrong:
+            return self._fail(plugin, f"plugin '{plugin}': {role} '{component.name}': {'; '.join(wrong)}")
         existing = self._components[role].get(component.name)
         if existing is not None:
-            raise PluginError(
-                f"{role} '{component.name}' is registered twice: by plugin '{existing.plugin}' "
-                f"and by plugin '{plugin}'; block one of them with -p no:NAME"
-            )
+            return self._fail(plugin, f"{role} '{component.name}' is registered twice: by plugin '{existing.plugin}' "
+                                      f"and by plugin '{plugin}'; block one of them with -p no:{existing.plugin} "
+                                      f"or -p no:{plugin}")
         self._components[role][component.name] = dataclasses.replace(component, plugin=plugin)
+        return None
 
     def get(self, role: str, name: str) -> Component:
         """The component, or a :class:`ConfigError` listing the available names."""
@@ -43,6 +55,10 @@ class Registry:
             return table[name]
         available = ", ".join(sorted(table)) or "(none registered)"
         raise ConfigError(f"unknown {role} '{name}'; available: {available}{suggest(name, table)}")
+
+    def find(self, role: str, name: str) -> Component | None:
+        """The component, or None."""
+        return self._components[role].get(name)
 
     def names(self, role: str) -> list[str]:
         return sorted(self._components[role])
@@ -60,23 +76,26 @@ class Registry:
         return out
 
     @classmethod
-    def collect(cls, pm: Any) -> Registry:
-        """Call every registration hook implementation one at a time, recording provenance."""
-        registry = cls()
+    def collect(cls, pm: Any, problems: list[tuple[str, str]] | None = None) -> Registry:
+        """Call every registration hook implementation one at a time, recording provenance
+        (``problems``: see the class docstring)."""
+        registry = cls(problems)
         for role, hook_name in REGISTRATION_HOOKS.items():
             hook = getattr(pm.hook, hook_name)
             for impl in hook.get_hookimpls():
                 try:
                     result = impl.function()
                 except Exception as exc:  # a plugin's bug must name the plugin
-                    raise PluginError(f"plugin '{impl.plugin_name}' failed in {hook_name}: {exc!r}") from exc
+                    if problems is None:
+                        raise PluginError(f"plugin '{impl.plugin_name}' failed in {hook_name}: {exc!r}") from exc
+                    problems.append((impl.plugin_name, f"plugin '{impl.plugin_name}' failed in {hook_name}: {exc!r}"))
+                    continue
                 if result is None:
                     continue
                 if not isinstance(result, (list, tuple)):
-                    raise PluginError(
-                        f"plugin '{impl.plugin_name}': {hook_name} must return a list of Components, "
-                        f"got {type(result).__name__}"
-                    )
+                    registry._fail(impl.plugin_name, f"plugin '{impl.plugin_name}': {hook_name} must return a list "
+                                                     f"of Components, got {type(result).__name__}")
+                    continue
                 for component in result:
                     registry.add(role, component, impl.plugin_name)
         return registry

@@ -27,7 +27,8 @@ import numpy as np
 from lzkernel import rundir
 from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint, refuse_fresh_run_into
 from lzkernel.config.loader import ResolvedConfig
-from lzkernel.errors import CheckpointError, ConfigError
+from lzkernel.component import missing_members, protocol_members
+from lzkernel.errors import CheckpointError, ConfigError, PluginError
 from lzkernel.memory import retain_freed_memory
 from lzkernel.pluginmanager import Kernel
 from lzkernel.roles.table import ROLE_SPECS
@@ -202,7 +203,17 @@ class RunContext:
             trainer = self.config.name("trainer")
             raise ConfigError(f"{self.config.source}: missing section '{role}' (trainer '{trainer}' needs one)")
         component = self.kernel.registry.get(role, name)
-        return component.factory(self.config.section(role), self, **kwargs)
+        built = component.factory(self.config.section(role), self, **kwargs)
+        # A plugin's object that lacks what its role's Protocol (or its own `provides`) declares
+        # would fail later, deep in a trainer's loop, with an AttributeError: name it here.
+        for proto in (spec.protocol, *component.provides):
+            missing = missing_members(built, proto)
+            if missing:
+                raise PluginError(
+                    f"{role} '{name}' (plugin '{component.plugin}') built a {type(built).__name__}, which does not "
+                    f"implement {proto.__name__}: it lacks {', '.join(missing)} ({proto.__name__} declares "
+                    f"{', '.join(protocol_members(proto))})")
+        return built
 
     @property
     def rank(self) -> int:

@@ -248,8 +248,20 @@ def to_dict(instance: Any) -> Any:
     return instance
 
 
+class _Required:
+    """The default of a field that has none (the config must give it)."""
+
+    def __repr__(self) -> str:
+        return "(required)"
+
+
+#: What :func:`describe` gives as the default of a required field; its repr is ``(required)``.
+REQUIRED: Any = _Required()
+
+
 def describe(schema: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
-    """Rows ``(dotted key, type, default, doc)`` of a schema, nested dataclasses flattened."""
+    """Rows ``(dotted key, type, default, doc)`` of a schema, nested dataclasses flattened
+    (a required field's default is :data:`REQUIRED`)."""
     rows: list[tuple[str, str, Any, str]] = []
     hints = typing.get_type_hints(schema)
     for f in dataclasses.fields(schema):
@@ -260,7 +272,7 @@ def describe(schema: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
         elif f.default_factory is not _MISSING:  # type: ignore[misc]
             default = f.default_factory()  # type: ignore[misc]
         else:
-            default = "(required)"
+            default = REQUIRED
         if _is_dataclass_type(tp):
             rows.extend(describe(tp, key))
         else:

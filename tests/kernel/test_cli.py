@@ -150,11 +150,18 @@ def test_unknown_option_is_an_argparse_error(tmp_path: Path) -> None:
 
 
 def test_broken_hook_plugin_in_the_cli_is_exit_2(plugin_site: SimpleNamespace, tmp_path: Path) -> None:
-    """A -p module implementing a hook that does not exist: exit 2 naming it, not a traceback."""
+    """A -p module implementing a hook that does not exist: exit 2 naming it, not a traceback;
+    `lzkernel plugins` lists it as an error beside the plugins that loaded."""
     (tmp_path / "bad_hooks.py").write_text(
         "from lzkernel import hookimpl\n\n@hookimpl\ndef lzkernel_no_such_hook():\n    pass\n")
-    proc = lzk(["plugins", "-p", "bad_hooks"], clean_env(tmp_path), cwd=tmp_path)
-    assert_config_error(proc, "plugin 'bad_hooks' implements an unknown hook", "lzkernel_no_such_hook")
+    env = clean_env(tmp_path, plugin_site.demo)
+    cfg = demo_config(tmp_path / "demo.yaml", tmp_path / "out")
+    proc = lzk(["config", cfg, "-p", "bad_hooks"], env, cwd=tmp_path)
+    assert_config_error(proc, "plugin 'bad_hooks'", "lzkernel_no_such_hook is not an lzkernel hook",
+                        "drop -p bad_hooks")
+    listed = lzk(["plugins", "-p", "bad_hooks"], env, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "ERROR plugin 'bad_hooks'" in listed.stdout and "demo  (lzkernel-demo 0.3.1" in listed.stdout
 
 
 def test_a_closed_pipe_ends_the_listing_quietly(tmp_path: Path) -> None:
