@@ -33,6 +33,17 @@ from lzk_common.symmetry import batch_symmetries
 from lzkernel import ActResult, Batch, ConfigError, SimulatorEnvSpec
 
 
+def root_value(result: lzk_mcts.SearchResult, pred_value: np.ndarray) -> np.ndarray:
+    """The mean of every evaluation the search made below and at each root [E], from the view of
+    the player to move there: the shared search's root value averages the S backed-up values over
+    the root's S + 1 visits (LightZero's MuZero root, whose first visit backs up nothing), which
+    would pull an AlphaZero root value toward 0 by 1/(S + 1). Here the root's own network value is
+    that first visit: (v0 + Σ backed-up) / (S + 1) = root_value + v0 / (S + 1)."""
+    root_visits = 1.0 + np.asarray(result.visit_counts, np.float64).sum(axis=1)
+    value = np.asarray(result.root_value, np.float64) + np.asarray(pred_value, np.float64) / root_visits
+    return value.astype(np.float32)
+
+
 class AlphaZeroPolicy(SearchPolicyBase):
     """AlphaZero acting + learning (implements :class:`lzkernel.LearningPolicy`).
 
@@ -123,7 +134,7 @@ class AlphaZeroPolicy(SearchPolicyBase):
                 sampled, _ = lzk_mcts.select_action(visits[sample], legal[sample], float(temperature), self.rng, False)
                 actions[sample] = sampled
         return ActResult(np.asarray(actions, dtype=np.int64), visit_distribution(visits),
-                         np.asarray(result.root_value, dtype=np.float32), pred_value.astype(np.float32), metrics)
+                         root_value(result, pred_value), pred_value.astype(np.float32), metrics)
 
     # -- learning ------------------------------------------------------------------------------
     def learn(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:

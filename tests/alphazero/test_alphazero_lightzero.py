@@ -73,8 +73,14 @@ def _expand(node: _Node, state: object, sim: object, evaluate: Callable) -> floa
 def lightzero_search(sim: object, root_state: object, evaluate: Callable, simulations: int,
                      num_actions: int) -> list[int]:
     """Root visit counts of LightZero's AlphaZero search (SPEC §5.2, one node at a time)."""
+    root, _ = reference_tree(sim, root_state, evaluate, simulations)
+    return [root.children[a].visits if a in root.children else 0 for a in range(num_actions)]
+
+
+def reference_tree(sim: object, root_state: object, evaluate: Callable, simulations: int) -> tuple[_Node, float]:
+    """The root of that search after ``simulations`` and the network's value at the root."""
     root = _Node(1.0)
-    _expand(root, root_state, sim, evaluate)
+    root_value = _expand(root, root_state, sim, evaluate)
     for _ in range(simulations):
         node, state, path = root, sim.clone(root_state), [root]
         mover = -1
@@ -97,7 +103,28 @@ def lightzero_search(sim: object, root_state: object, evaluate: Callable, simula
             visited.visits += 1
             visited.value_sum += value
             value = -value
-    return [root.children[a].visits if a in root.children else 0 for a in range(num_actions)]
+    return root, root_value
+
+
+def test_the_root_value_averages_every_evaluation_of_the_search() -> None:
+    """The root value an act reports (a value target with ``buffer.root_value_weight``) is the mean,
+    from the mover's view, of the network's value at the root and the S values backed up through
+    it: (v0 + Σ_children value_sum) / (S + 1). (The shared search's Σ / (S + 1) alone, the old
+    value, left v0 out.)"""
+    spec = OpenSpielEnvSpec.load("tic_tac_toe")
+    policy = AlphaZeroPolicy(AlphaZeroPolicyConfig(num_simulations=8, eval_num_simulations=30), spec, seed=0)
+    evaluate = _network(spec.num_actions)
+    policy.evaluate = evaluate  # type: ignore[method-assign]
+    states = _positions(spec, 8, 5, seed=11)
+    sim = spec.make_simulator()
+    view = sim.observe(states)
+    res = policy.act(view.obs, view.legal, view.to_play, mode="eval", env_ids=np.arange(8), states=states)
+    for i, state in enumerate(states):
+        root, v0 = reference_tree(sim, state, evaluate, 30)
+        children = root.children.values()
+        expected = (v0 + sum(c.value_sum for c in children)) / (1 + sum(c.visits for c in children))
+        assert res.root_value[i] == pytest.approx(expected, abs=1e-5), (i, str(state))
+        assert res.pred_value[i] == pytest.approx(v0, abs=1e-6)
 
 
 def _positions(spec: OpenSpielEnvSpec, count: int, max_moves: int, seed: int) -> list[object]:
