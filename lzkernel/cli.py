@@ -304,11 +304,14 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     for plugin, message in problems:
         info = kernel.infos.get(plugin)
         errors.append({"name": plugin, "dist": info and info.dist, "version": info and info.version, "error": message})
+    # Every plugin is listed either way; a plugin that failed to load or register (or a -p no:NAME
+    # that blocks nothing) makes the exit code 2, so that a script checking an installation sees it.
+    status = EXIT_CONFIG if errors or kernel.unknown_blocks else 0
     if args.json:
         json.dump({"plugins": entries, "errors": errors, "blocked": sorted(kernel.blocked),
                    "autoload": kernel.autoload}, sys.stdout, indent=1)
         sys.stdout.write("\n")
-        return 0
+        return status
     for e in entries:
         origin = f"{e['dist']} {e['version']}" if e["dist"] else e["source"]
         print(f"{e['name']}  ({origin}; {e['module']})")
@@ -329,7 +332,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         print(f"ERROR {unknown_block(name)}")
     if not entries and not kernel.autoload:
         print("no plugins loaded: autoload is off (LZKERNEL_DISABLE_PLUGIN_AUTOLOAD); load one with -p NAME")
-    return 0
+    return status
 
 
 def cmd_version() -> int:

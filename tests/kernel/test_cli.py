@@ -160,7 +160,7 @@ def test_broken_hook_plugin_in_the_cli_is_exit_2(plugin_site: SimpleNamespace, t
     assert_config_error(proc, "plugin 'bad_hooks'", "lzkernel_no_such_hook is not an lzkernel hook",
                         "drop -p bad_hooks")
     listed = lzk(["plugins", "-p", "bad_hooks"], env, cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr
+    assert listed.returncode == 2, listed.stderr  # everything listed, and the exit code says a plugin failed
     assert "ERROR plugin 'bad_hooks'" in listed.stdout and "demo  (lzkernel-demo 0.3.1" in listed.stdout
 
 

@@ -179,7 +179,7 @@ def test_a_component_mistake_in_the_cli_is_exit_2_and_plugins_still_lists(
     err = capsys.readouterr().err.strip()
     assert err == ("lzkernel: error: update_schedule 'fixed' is registered twice: by plugin 'schedule' and by plugin "
                    "'lzkm_dup'; block one of them with -p no:schedule or -p no:lzkm_dup")
-    assert main(["plugins", "-p", "lzkm_dup"]) == 0
+    assert main(["plugins", "-p", "lzkm_dup"]) == 2  # listed, and the exit code says so
     out = capsys.readouterr().out
     assert "lzkm_dup  (-p; lzkm_dup)\n    hooks: lzkernel_after_eval\n" in out
     assert "schedule  (lzkernel" in out and "    update_schedule: fixed, replay_ratio" in out

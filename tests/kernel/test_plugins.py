@@ -90,7 +90,7 @@ def test_a_block_that_names_nothing_is_a_config_error(demo_path: SimpleNamespace
         Kernel(["no:demoo"]).raise_on_errors()
     for name in ("demo", "lzkernel_demo", "lzkernel_demo.plugin", "lzkernel-demo", "LZKERNEL_DEMO"):
         Kernel([f"no:{name}"]).raise_on_errors()  # each names the demo plugin
-    assert main(["plugins", "-p", "no:demoo"]) == 0  # the listing lists it as an error
+    assert main(["plugins", "-p", "no:demoo"]) == 2  # the listing lists it as an error (exit 2)
     assert "ERROR -p no:demoo: no plugin, module or distribution of that name" in capsys.readouterr().out
     monkeypatch.setenv("LZKERNEL_DISABLE_PLUGIN_AUTOLOAD", "1")
     assert main(["plugins"]) == 0
@@ -146,9 +146,9 @@ def test_broken_plugin_is_named_with_dist_and_version(plugin_site: SimpleNamespa
         assert_config_error(proc, "plugin 'broken'", "distribution lzkernel-broken 9.9.9",
                             "RuntimeError: the broken plugin fails on purpose", "-p no:broken")
     assert not (tmp_path / "out").exists()
-    # `plugins` still works and reports the error
+    # `plugins` still lists every plugin and reports the error, with exit code 2
     proc = lzk(["plugins", "--json"], env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     data = json.loads(proc.stdout)
     assert [(e["name"], e["dist"], e["version"]) for e in data["errors"]] == [("broken", "lzkernel-broken", "9.9.9")]
     assert "demo" in {e["name"] for e in data["plugins"]}
