@@ -17,7 +17,12 @@ MLP (SPEC §2.2, LightZero's CartPole model). D = latent_dim, A = actions, O = f
 
 Conv, for image observations [C, H, W] (C' = latent channels, H'×W' the latent grid, R res blocks)::
 
-    representation  [stride-2 conv ×2 |] conv3×3 → BN → ReLU, then R residual blocks  → [B, C', H', W']
+    representation  stem, then R residual blocks                                       → [B, C', H', W']
+      plain         conv3×3 → BN → ReLU                                  (H' = H)
+      downsample    LightZero's Atari DownSample: conv3×3 s2 (C → C'/2) → BN → ReLU, ResBlock(C'/2),
+                    downsampling ResBlock (C'/2 → C', s2), ResBlock(C'), AvgPool(3, s2, p1),
+                    ResBlock(C'), and a second AvgPool when H > 64  (H' = ⌈H/8⌉, ⌈H/16⌉ above 64:
+                    64 → 8, 84 and 96 → 6)
     transition      x = s ‖ onehot(a) as A constant planes; next = relu(BN(conv3×3(x)) + s), R blocks
                     (the head on next, e.g. MLP(flatten(relu(BN(conv1×1(next))))), is the subclass's)
     prediction      R blocks; value/policy = MLP(flatten(relu(BN(conv1×1(·)))))
@@ -43,6 +48,39 @@ def conv_bn_relu(c_in: int, c_out: int, norm: str, k: int = 3, stride: int = 1) 
     return nn.Sequential(
         nn.Conv2d(c_in, c_out, k, stride=stride, padding=k // 2, bias=False), norm2d(norm, c_out), nn.ReLU()
     )
+
+
+class DownsampleResBlock(nn.Module):
+    """A residual block that halves the grid and maps C_in → C_out channels:
+    relu(body(x) + shortcut(x)), body = conv3×3 s2 → BN → ReLU → conv3×3 → BN, shortcut = conv3×3
+    s2 without a norm (LightZero's ``res_type='downsample'`` block). [B, C_in, H, W] → [B, C_out, ⌈H/2⌉, ⌈W/2⌉]."""
+
+    def __init__(self, c_in: int, c_out: int, norm: str = "BN") -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(c_in, c_out, 3, stride=2, padding=1, bias=False), norm2d(norm, c_out), nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), norm2d(norm, c_out),
+        )
+        self.shortcut = nn.Conv2d(c_in, c_out, 3, stride=2, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.body(x) + self.shortcut(x))
+
+
+def downsample_stem(c_in: int, channels: int, norm: str, height: int) -> list[nn.Module]:
+    """LightZero's Atari ``DownSample`` (module docstring) for frames ``height`` pixels high:
+    [B, c_in, H, W] → [B, channels, H', W'], H' = ⌈H/8⌉, or ⌈H/16⌉ when H > 64 (LightZero pools
+    twice for its 84 and 96 frames, once for 64, and refuses other sizes; here any size works).
+    Every stride-2 step (conv or AvgPool(3, 2, 1), padding counted) maps n → ⌈n/2⌉."""
+    half = max(channels // 2, 1)
+    pool = lambda: nn.AvgPool2d(kernel_size=3, stride=2, padding=1)  # noqa: E731
+    stem: list[nn.Module] = [
+        conv_bn_relu(c_in, half, norm, stride=2), ResBlock(half, norm), DownsampleResBlock(half, channels, norm),
+        ResBlock(channels, norm), pool(), ResBlock(channels, norm),
+    ]
+    if height > 64:
+        stem.append(pool())
+    return stem
 
 
 class LatentMLP(LatentNet):
@@ -115,9 +153,9 @@ class LatentMLP(LatentNet):
 class LatentConv(LatentNet):
     """The conv net of the module docstring. ``obs_shape`` = stacked observation shape [C, H, W].
 
-    Deliberately modest (LightZero's Atari network has more options); the heads,
-    zero-initialisation and interface match the MLP, so learners, policies and search adapters
-    serve both."""
+    With ``downsample`` and 64 channels it is LightZero's Atari network (docs/atari.md; the 1×1
+    head convs have no bias, BatchNorm follows them); the heads, zero-initialisation and
+    interface match the MLP, so learners, policies and search adapters serve both."""
 
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, cfg: LatentModelOptions,
                  value_support_size: int, reward_support_size: int) -> None:
@@ -130,13 +168,13 @@ class LatentConv(LatentNet):
         self.value_support_size = value_support_size
         self.reward_support_size = reward_support_size
 
-        stem: list[nn.Module] = []
+        stem: list[nn.Module]
         if cfg.downsample:
-            half = max(ch // 2, 1)
-            stem += [conv_bn_relu(c_in, half, norm, stride=2), conv_bn_relu(half, ch, norm, stride=2)]
-            h, w = math.ceil(math.ceil(h / 2) / 2), math.ceil(math.ceil(w / 2) / 2)
+            stem = downsample_stem(c_in, ch, norm, h)
+            halvings = 4 if h > 64 else 3  # stride-2 steps of the stem, each n → ⌈n/2⌉
+            h, w = -(-h // 2**halvings), -(-w // 2**halvings)
         else:
-            stem.append(conv_bn_relu(c_in, ch, norm))
+            stem = [conv_bn_relu(c_in, ch, norm)]
         blocks = lambda: [ResBlock(ch, norm) for _ in range(cfg.num_res_blocks)]  # noqa: E731
         self.representation = nn.Sequential(*stem, *blocks())
         self.latent_shape = (ch, h, w)

@@ -133,8 +133,10 @@ class LatentModelOptions:
     # Conv-only fields.
     num_res_blocks: int = option(1, doc="Conv: residual blocks in each of representation, "
                                  "dynamics and prediction.", min=0)
-    downsample: bool = option(False, doc="Conv: two stride-2 convolutions in the representation "
-                              "(spatial size / 4), for large frames.")
+    downsample: bool = option(False, doc="Conv: LightZero's Atari DownSample stem in the representation "
+                              "(stride-2 conv, residual blocks, a downsampling residual block, average pooling: "
+                              "spatial size / 8, or / 16 above 64 pixels; 64x64 frames give an 8x8 latent), "
+                              "for large frames.")
     head_channels: int = option(16, doc="Conv: channels of the 1x1 convolutions before the "
                                 "reward/value/policy MLP heads.", min=1)
     action_planes: str = option(

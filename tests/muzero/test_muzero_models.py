@@ -51,7 +51,7 @@ def test_conv_shapes(downsample: bool) -> None:
     cfg = small_model_cfg(type="conv", latent_dim=8, head_channels=2, downsample=downsample, num_res_blocks=1)
     model = build_model(cfg, (3, 9, 7), 5).eval()
     latent, v, p = model.initial_inference(torch.randn(2, 3, 9, 7))
-    hw = (3, 2) if downsample else (9, 7)
+    hw = (2, 1) if downsample else (9, 7)  # LightZero's DownSample: three stride-2 steps, each n → ⌈n/2⌉
     assert latent.shape == (2, 8, *hw) and v.shape == (2, 21) and p.shape == (2, 5)
     nxt, r, v2, p2 = model.recurrent_inference(latent, torch.tensor([4, 0]))
     assert nxt.shape == latent.shape and r.shape == (2, 21)
