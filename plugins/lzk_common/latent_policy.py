@@ -26,6 +26,7 @@ from lzkernel import ActResult, ConfigError
 from lzk_common.acting import choose_actions, policy_target, sample_legal_softmax, search_in_chunks, torch_threads
 from lzk_common.policy import SearchPolicyBase, VersionedSnapshots
 from lzk_common.support import DiscreteSupport
+from lzk_common.image_augment import ImageAugmentation
 from lzk_common.inference import SearchSnapshot
 from lzk_common.options import LatentPolicyOptions
 
@@ -96,6 +97,12 @@ class LatentSearchPolicy(SearchPolicyBase):
                                                              self.reward_support, average_gradients=average_gradients))
         self._snapshots: VersionedSnapshots[SearchSnapshot] = VersionedSnapshots(self._build_snapshot)
         self._target_updated = False  # by the last learn(): the target's buffers changed too
+        if cfg.image_augmentation:
+            if len(self.env_obs_shape) != 3:
+                raise ConfigError(f"policy.image_augmentation: needs image observations [C, H, W]; this env's "
+                                  f"observations have shape {self.env_obs_shape}")
+            self.augmentation = ImageAugmentation(cfg.image_augmentation, np.random.default_rng([seed, 2]))
+            self.learner.augment = self.augmentation
 
     def _build_model(self) -> torch.nn.Module:
         """The online network for ``self.env_obs_shape``, ``self.num_actions`` and the config

@@ -15,7 +15,8 @@ gradient's norm alone, which every rank shares.
 :class:`LatentLearner` is the whole step of the latent-model family (MuZero, EfficientZero,
 SPEC §2.7 steps 6–10), given the algorithm's loss:
 
-1. ``model.train()``; loss = the subclass's :meth:`LatentLearner.loss` (forward in ``learn_dtype``).
+1. ``model.train()``; the observations augmented (``image_augmentation``); loss = the
+   subclass's :meth:`LatentLearner.loss` (forward in ``learn_dtype``).
 2. ``zero_grad``; backward with the whole gradient scaled by 1/K (LightZero registers a hook on
    the loss that multiplies its gradient by 1/K; seeding ``backward`` with 1/K is the same).
 3. ``average_gradients(params)`` when given (multi-rank), before clipping.
@@ -27,6 +28,7 @@ SPEC §2.7 steps 6–10), given the algorithm's loss:
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -194,6 +196,9 @@ class LatentLearner(LearnerBase):
         device = next(model.parameters()).device.type
         self.learn_dtype = resolve_learn_dtype(cfg.learn_dtype, device)  # 'auto' resolved for this device
         self.autocast_dtype = torch.bfloat16 if self.learn_dtype == "bfloat16" else None
+        #: Image augmentation of ``obs`` [B, K+1, C', H, W] before the loss (lzk_common.image_augment),
+        #: set by the policy with ``image_augmentation``; None: none.
+        self.augment: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def loss(self, tb: TensorBatch) -> LossOutput:  # pragma: no cover - abstract
         """The algorithm's loss of ``tb`` under ``self.model`` (in train mode)."""
@@ -216,6 +221,8 @@ class LatentLearner(LearnerBase):
         """
         device = next(self.model.parameters()).device
         tb = TensorBatch.from_batch(batch, device)
+        if self.augment is not None:
+            tb = dataclasses.replace(tb, obs=self.augment(tb.obs))
         k_steps = tb.actions.shape[1]
         saved = self.saved_buffers(self.model)
         self.model.train()

@@ -14,6 +14,9 @@ from typing import Any
 
 from lzkernel import TargetSpec, option
 
+#: The kinds of ``image_augmentation`` (lzk_common.image_augment).
+IMAGE_AUGMENTATIONS = ("shift", "intensity")
+
 
 @dataclass
 class VisitTemperatureOptions:
@@ -199,6 +202,12 @@ class LatentPolicyOptions(SearchPolicyOptions):
         False, doc="Train each sampled position (and its unrolled steps) under a random symmetry of the board, "
         "where the env declares its game's symmetries (tic-tac-toe, go, connect four); one frame per "
         "observation only.")
+    image_augmentation: list[str] = option(
+        [], doc="Augment the image observations of every learner batch (EfficientZero's augmentation; LightZero's "
+        "Atari MuZero/EfficientZero configs: [shift, intensity]): 'shift' moves each image by up to 4 pixels "
+        "with replicated edges, 'intensity' scales it by 1 + 0.05·clamp(N(0, 1), -2, 2); a sample's first "
+        "observation and its SSL targets get separate draws (lzk_common.image_augment). Image observations "
+        "[C, H, W] only.")
     optimizer: str = option("adam", doc="'adam' (L2 weight decay on all parameters), 'adamw' "
                             "(decoupled decay on Linear/Conv weights only) or 'sgd' (momentum 0.9).",
                             choices=("adam", "adamw", "sgd"))
@@ -243,7 +252,12 @@ class LatentPolicyOptions(SearchPolicyOptions):
         # The kernel validates nested dataclasses too; repeating the model's rules here keeps
         # a config built in code (not from YAML) checkable in one call.
         model = getattr(self, "model", None)
-        return [(f"model.{f}", m) for f, m in model.validate()] if model is not None else []
+        problems = [(f"model.{f}", m) for f, m in model.validate()] if model is not None else []
+        unknown = sorted(set(self.image_augmentation) - set(IMAGE_AUGMENTATIONS))
+        if unknown:
+            problems.append(("image_augmentation", f"unknown kinds {unknown}; expected some of "
+                             f"{list(IMAGE_AUGMENTATIONS)}"))
+        return problems
 
     def exploration(self, train_iter: int, env_steps: int) -> tuple[float, float]:
         """(visit temperature at ``train_iter``, ε of eps-greedy collection at ``env_steps``)."""

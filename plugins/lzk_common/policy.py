@@ -86,6 +86,8 @@ class SearchPolicyBase:
         self.learner: Any = None
         #: Training under random board symmetries (lzk_common.symmetry), when the subclass sets it.
         self.symmetries: Any = None
+        #: Image augmentation of learner batches (lzk_common.image_augment), when the subclass sets it.
+        self.augmentation: Any = None
 
     def attach(self, model: nn.Module, learner_factory: Callable[[nn.Module, nn.Module | None], Any], *,
                target: bool = True) -> None:
@@ -134,6 +136,8 @@ class SearchPolicyBase:
         state = {**state, "learner": self.learner.state_dict(), "rng": generator_state(self.rng)}
         if self.symmetries is not None:
             state["symmetry_rng"] = generator_state(self.symmetries.rng)
+        if self.augmentation is not None:
+            state["augment_rng"] = generator_state(self.augmentation.rng)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -146,6 +150,8 @@ class SearchPolicyBase:
             set_generator_state(self.rng, rng)
         if self.symmetries is not None and "symmetry_rng" in state:
             set_generator_state(self.symmetries.rng, state["symmetry_rng"])
+        if self.augmentation is not None and "augment_rng" in state:
+            set_generator_state(self.augmentation.rng, state["augment_rng"])
         self.mark_weights_changed()
 
     def reset_envs(self, env_ids: Sequence[int], mode: str) -> None:
