@@ -126,3 +126,39 @@ def test_a_saved_vector_env_replays_its_game_on_fresh_envs() -> None:
         a, b = venv.step(actions), fresh.step(actions)
         for name in ("obs", "reward", "terminated", "truncated", "final_obs", "episode_return"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_evaluation_reports_raw_scores_of_whole_games() -> None:
+    """The evaluator plays the eval variant: a lost life does not end the episode and rewards are
+    not clipped, so ``eval/return_mean`` is the game score (Space Invaders: 5–30 points per
+    alien); collection ends an episode at the first lost life with clipped rewards."""
+    from lzkernel import ActResult
+    from lzk_workers.evaluator import EpisodeEvaluator, evaluation_seed
+    from lzk_workers.rollout import RandomActor
+
+    spec = make_atari_env(AtariEnvConfig(game="space_invaders", frame_size=16))
+    actions: list[int] = []
+
+    class Recorder(RandomActor):
+        def act(self, *args, **kwargs) -> ActResult:  # noqa: ANN002, ANN003
+            result = super().act(*args, **kwargs)
+            actions.extend(int(a) for a in result.action)
+            return result
+
+    metrics = EpisodeEvaluator(spec, envs=1, episodes=1, seed=0, every_train_iters=1).evaluate(
+        Recorder(np.random.default_rng(0)))
+    env = AtariEnv(AtariSettings(game="space_invaders", frame_size=16, episode_life=False, clip_rewards=False))
+    env.reset(seed=evaluation_seed(0, 0))
+    lives, raw = [env.ale.lives()], []
+    for a in actions:
+        raw.append(env.step(a)[1])
+        lives.append(env.ale.lives())
+    assert env.ale.game_over() and lives[0] > 1 and lives[-1] == 0  # one whole game, every life
+    assert metrics["eval/episode_length_mean"] == len(actions)
+    assert metrics["eval/return_mean"] == sum(raw) > sum(np.sign(raw))  # raw score, not clipped
+
+    venv, rng = spec.make_vector(1, seed=0), np.random.default_rng(0)
+    venv.reset()
+    while not (b := venv.step(rng.integers(0, spec.num_actions, 1))).terminated[0]:
+        assert abs(b.reward[0]) <= 1.0  # collection: clipped
+    assert b.episode_length[0] < len(actions)  # collection: the first lost life ends the episode
