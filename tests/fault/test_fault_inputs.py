@@ -45,9 +45,9 @@ def test_a_plugin_calling_sys_exit_at_import_is_exit_2(exit_plugin: Path, tmp_pa
         assert sentinel.exists()  # the control: it really was imported (and exited)
     assert not (tmp_path / "out").exists()
     listed = lzk(["plugins"], tmp_path, env)
-    assert listed.returncode == 0 and "ERROR plugin 'exiter'" in listed.stdout and TRACEBACK not in listed.stdout
+    assert listed.returncode == 2 and "ERROR plugin 'exiter'" in listed.stdout and TRACEBACK not in listed.stdout
     listed = lzk(["plugins", "--traceback"], tmp_path, env)
-    assert listed.returncode == 0 and TRACEBACK in listed.stdout and "SystemExit: 0" in listed.stdout
+    assert listed.returncode == 2 and TRACEBACK in listed.stdout and "SystemExit: 0" in listed.stdout
 
     # --traceback (or the env variable) adds the traceback; the last line stays the same.
     for extra, more_env in ((["--traceback"], {}), ([], {"LZKERNEL_TRACEBACK": "1"})):
@@ -70,7 +70,7 @@ def test_blocking_by_module_or_distribution_and_the_autoload_switch(how: str, ex
     else:
         env["LZKERNEL_DISABLE_PLUGIN_AUTOLOAD"] = how[4:]
     proc = lzk(args, tmp_path, env)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == (2 if how == "env=0" else 0), proc.stderr  # 2: a plugin failed to load
     listed = json.loads(proc.stdout)
     if how == "env=0":
         assert sentinel.exists() and [e["name"] for e in listed["errors"]] == ["exiter"]
