@@ -106,19 +106,26 @@ def reference_tree(sim: object, root_state: object, evaluate: Callable, simulati
     return root, root_value
 
 
+def _eval_act_on_tictactoe(simulations: int, positions: int, max_moves: int, seed: int) -> tuple:
+    """An eval-mode act of the policy, with the stand-in network, on random tic-tac-toe positions:
+    (simulator, network, positions, ActResult)."""
+    spec = OpenSpielEnvSpec.load("tic_tac_toe")
+    policy = AlphaZeroPolicy(AlphaZeroPolicyConfig(num_simulations=8, eval_num_simulations=simulations), spec, seed=0)
+    evaluate = _network(spec.num_actions)
+    policy.evaluate = evaluate  # type: ignore[method-assign]
+    states = _positions(spec, positions, max_moves, seed=seed)
+    sim = spec.make_simulator()
+    view = sim.observe(states)
+    res = policy.act(view.obs, view.legal, view.to_play, mode="eval", env_ids=np.arange(positions), states=states)
+    return sim, evaluate, states, res
+
+
 def test_the_root_value_averages_every_evaluation_of_the_search() -> None:
     """The root value an act reports (a value target with ``buffer.root_value_weight``) is the mean,
     from the mover's view, of the network's value at the root and the S values backed up through
     it: (v0 + Σ_children value_sum) / (S + 1). (The shared search's Σ / (S + 1) alone, the old
     value, left v0 out.)"""
-    spec = OpenSpielEnvSpec.load("tic_tac_toe")
-    policy = AlphaZeroPolicy(AlphaZeroPolicyConfig(num_simulations=8, eval_num_simulations=30), spec, seed=0)
-    evaluate = _network(spec.num_actions)
-    policy.evaluate = evaluate  # type: ignore[method-assign]
-    states = _positions(spec, 8, 5, seed=11)
-    sim = spec.make_simulator()
-    view = sim.observe(states)
-    res = policy.act(view.obs, view.legal, view.to_play, mode="eval", env_ids=np.arange(8), states=states)
+    sim, evaluate, states, res = _eval_act_on_tictactoe(simulations=30, positions=8, max_moves=5, seed=11)
     for i, state in enumerate(states):
         root, v0 = reference_tree(sim, state, evaluate, 30)
         children = root.children.values()
@@ -162,16 +169,9 @@ def test_the_search_visits_as_lightzeros_alphazero_search(game: str, max_moves: 
 
 def test_eval_plays_the_most_visited_move_with_lightzeros_search() -> None:
     """Eval mode acts on that search: the most visited move, its visit distribution as ``visit_dist``."""
-    spec = OpenSpielEnvSpec.load("tic_tac_toe")
-    policy = AlphaZeroPolicy(AlphaZeroPolicyConfig(num_simulations=8, eval_num_simulations=50), spec, seed=0)
-    evaluate = _network(spec.num_actions)
-    policy.evaluate = evaluate  # type: ignore[method-assign]
-    states = _positions(spec, 6, 6, seed=5)
-    sim = spec.make_simulator()
-    view = sim.observe(states)
-    res = policy.act(view.obs, view.legal, view.to_play, mode="eval", env_ids=np.arange(6), states=states)
+    sim, evaluate, states, res = _eval_act_on_tictactoe(simulations=50, positions=6, max_moves=6, seed=5)
     for i, state in enumerate(states):
-        visits = np.asarray(lightzero_search(sim, state, evaluate, 50, spec.num_actions), np.float64)
+        visits = np.asarray(lightzero_search(sim, state, evaluate, 50, len(res.visit_dist[i])), np.float64)
         np.testing.assert_allclose(res.visit_dist[i], visits / visits.sum(), rtol=1e-6)
         assert int(res.action[i]) == int(np.argmax(visits))
 
