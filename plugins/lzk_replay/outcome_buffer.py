@@ -69,10 +69,13 @@ class OutcomeBuffer:
         self.to_play = np.zeros(c, np.int64)  # [C]
         self.ids = np.full(c, -1, np.int64)  # [C] global position id (-1: empty)
         self.next_id = 0  # ids of stored positions are next_id - n ... next_id - 1
+        # n: positions stored. Not min(next_id, capacity): a state saved by a smaller buffer
+        # holds fewer than that, and the trainer's readiness check reads this count.
+        self._stored = 0
 
     @property
     def num_transitions(self) -> int:
-        return min(self.next_id, self.capacity)
+        return self._stored
 
     def __len__(self) -> int:
         return self.num_transitions
@@ -103,6 +106,7 @@ class OutcomeBuffer:
                 self.obs[slot], self.policy[slot], self.value[slot] = traj.obs[t], traj.visit_dist[t], z[t]
                 self.legal[slot], self.to_play[slot], self.ids[slot] = traj.legal[t], traj.to_play[t], self.next_id
                 self.next_id += 1
+            self._stored = min(self._stored + T - skipped, self.capacity)
             n += T
         return n
 
@@ -148,3 +152,4 @@ class OutcomeBuffer:
             getattr(self, name)[slots] = arrays[name][-self.capacity:]
         self.ids[slots] = keep
         self.next_id = int(meta["next_id"])
+        self._stored = int(keep.shape[0])

@@ -112,3 +112,21 @@ def test_a_game_longer_than_the_capacity_keeps_its_newest_positions_in_fifo_orde
     buf.push([_game([1], [1, 2], start=100.0)])
     assert sorted(buf.ids.tolist()) == [3, 4, 5, 6]
     assert buf.obs[6 % 4, 0] == 100.0 and buf.obs[buf.ids % 4][:, 0].tolist().count(100.0) == 1
+
+
+def test_a_state_from_a_smaller_buffer_counts_only_what_it_holds() -> None:
+    """Resuming into a larger capacity: 3 positions restored into 6 slots count as 3 (not
+    min(next_id, capacity) = 6, which would pass the trainer's readiness check with half the
+    data and make a 6-batch sample draw duplicates), and the saved state holds no empty slots."""
+    small = OutcomeBuffer(capacity=3, obs_shape=(2,), num_actions=A)
+    for k in range(4):
+        small.push([_game([0, 1], [1, 2, 1], start=10 * k)])
+    big = OutcomeBuffer(capacity=6, obs_shape=(2,), num_actions=A)
+    big.load_state_dict(*small.state_dict())
+    assert big.num_transitions == len(big) == 3
+    meta, arrays = big.state_dict()
+    assert sorted(arrays["ids"].tolist()) == [5, 6, 7]
+    big.push([_game([0, 1], [1, 2, 1], start=100)])
+    assert big.num_transitions == 5 and sorted(big.ids[big.ids >= 0].tolist()) == [5, 6, 7, 8, 9]
+    big.push([_game([0, 1], [1, 2, 1], start=200)])
+    assert big.num_transitions == 6 and sorted(big.ids.tolist()) == [6, 7, 8, 9, 10, 11]
