@@ -229,6 +229,22 @@ def test_reanalysis_draws_only_from_the_oldest_fraction_and_balances_counts() ->
     np.testing.assert_array_equal(buf.reanalyze_counts[10:], 0)
 
 
+def test_reanalysis_draws_the_oldest_live_segments_after_many_trims() -> None:
+    """After more segments were trimmed than are stored (where LightZero's draw, shifted by its
+    trim count, indexes the newest segments or raises IndexError), the drawn segments are still
+    among the oldest P of the live ones, and the counts land on them."""
+    buf = make_seq(capacity=50, segment_length=5, unroll_steps=5, reanalyze_partition=0.5, reanalyze_sequences=3)
+    for ep in range(8):
+        buf.push([traj(25, ep=ep)])  # 5 segments per episode; 10 live after each push
+    st = buf.store
+    assert buf.num_segments == 10 and st.base_id == 30
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        buf.reanalyze(source(FakeSearch(), history_pairs=1), rng)
+    counts = buf.reanalyze_counts
+    assert counts[:5].sum() == 15 and np.all(counts[5:] == 0)  # 3 segments a call, the oldest 5 only
+
+
 def test_selection_probability_follows_exp_minus_scaled_count() -> None:
     buf = make_seq(segment_length=2, unroll_steps=1, td_steps=1, reanalyze_partition=1.0)
     buf.push([traj(200)])  # 100 segments, all candidates: weight exp(-(100/100) * count)
