@@ -69,9 +69,10 @@ def ours_series(run_dir: Path) -> dict[str, Series]:
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise SystemExit(f"{run_dir}: no metrics.jsonl (expected an lzkernel run directory)")
+    from lzkernel.runinfo import read_history
+
     out: dict[str, Series] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
+    for rec in read_history(run_dir).records:  # a resumed run's abandoned records and resume records left out
         it = int(rec["train_iter"])
         for key, value in rec.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("train_iter", "wall_time"):

@@ -29,11 +29,29 @@ class History:
     last: dict[str, Any] | None = None
 
 
+#: ``event`` of the record a resumed run writes before its first metrics (``lzk_sinks.jsonl``):
+#: the checkpoint it resumed from, with that checkpoint's ``train_iter``, ``env_steps`` and
+#: ``wall_time``. The records logged after that checkpoint was saved (``wall_time`` above it)
+#: belong to an abandoned history: the resumed run records them again or never reaches them.
+RESUME_EVENT = "resume"
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda rec: True) -> History:
     """``run_dir/metrics.jsonl`` read once: the records ``keep`` accepts (only those are held in
-    memory). A record whose ``train_iter`` goes back starts a new history from that iteration (a
-    rewind, a crash, a damaged newest checkpoint skipped): the kept records from there on are
-    dropped. A line cut by a crash is skipped. ConfigError when there is no metrics.jsonl."""
+    memory), without those of abandoned histories (a crash after the last checkpoint, a rewind
+    with ``--resume PATH``, a damaged newest checkpoint skipped).
+
+    A resume record (:data:`RESUME_EVENT`) drops the kept records logged after its checkpoint was
+    saved (``wall_time`` above the checkpoint's: a run's clock goes on from its checkpoint's, so
+    the live history's records are in ``wall_time`` order); the resume records themselves are not
+    kept. Run directories written before resume records existed fall back to the iteration: a
+    record whose ``train_iter`` goes back starts a new history from that iteration (the kept
+    records from there on are dropped). A line cut by a crash is skipped. ConfigError when there
+    is no metrics.jsonl."""
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise ConfigError(f"{run_dir}: no metrics.jsonl (not a run directory of `lzkernel run`)")
@@ -47,8 +65,19 @@ def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda 
                 continue  # a line cut by a crash, or damaged
             if not isinstance(rec, dict):
                 continue
-            out.names.update(k for k in rec if "/" in k)
             it = rec.get("train_iter")
+            if rec.get("event") == RESUME_EVENT:
+                wall = rec.get("wall_time")
+                if _is_num(wall):
+                    out.records = [r for r in out.records
+                                   if not (_is_num(r.get("wall_time")) and r["wall_time"] > wall)]
+                elif isinstance(it, int):  # a checkpoint without its wall time: by iteration
+                    out.records = [r for r in out.records if r.get("train_iter", -1) <= it]
+                if isinstance(it, int):
+                    last_iter = it
+                out.last = rec
+                continue
+            out.names.update(k for k in rec if "/" in k)
             if isinstance(it, int):
                 if it < last_iter:
                     out.records = [r for r in out.records if r.get("train_iter", -1) < it]

@@ -2,6 +2,16 @@
 
 Every scalar is written twice: ``<namespace>/<name>`` against env steps, and
 ``by_iter/<namespace>/<name>`` against train iterations, so both x-axes are one click away.
+Each event's own time is the wall clock of its write (TensorBoard's "Relative" and "Wall" axes:
+the interruptions of a resumed run included; ``metrics.jsonl``'s ``wall_time`` leaves them out).
+
+A resumed run first cuts, from the event files already in ``tb/``, the events written after its
+checkpoint was saved (by the wall clock: the checkpoint's ``meta.json`` ``time``): the stretch
+that the run records again (or, resumed from an earlier checkpoint, abandons), which would
+otherwise be drawn twice, the second line going back over the first. Each file is rewritten to a
+temporary and renamed over the old one; a TensorBoard that was reading it picks the change up
+when restarted. ``metrics.jsonl`` keeps the abandoned records (``lzk_sinks.jsonl``). Events are
+flushed after each checkpoint, so what preceded a checkpoint is on disk before a crash can cut it.
 
 tensorboardX's file format (``EventsWriter``) is used without its ``SummaryWriter``: that one
 writes from a background thread, so a full disk there crashed the thread with a traceback of
@@ -12,7 +22,10 @@ call, and the run ends with one line naming the path. Files are flushed (and fsy
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import socket
 import struct
 import time
 from pathlib import Path
@@ -31,7 +44,12 @@ class EventFile:
         from tensorboardX.event_file_writer import EventsWriter
 
         logdir.mkdir(parents=True, exist_ok=True)
-        self._writer = EventsWriter(str(logdir / "events"))  # writes the file-version event
+        # tensorboardX names the file by the second and the host, and opens it with "wb": a resume
+        # started within the second of the previous start would empty that start's file.
+        stamp, suffix = f"events.out.tfevents.{str(time.time())[:10]}.{socket.gethostname()}", ""
+        while (logdir / (stamp + suffix)).exists():
+            suffix = f".{int(suffix[1:] or 0) + 1}"
+        self._writer = EventsWriter(str(logdir / "events"), suffix)  # writes the file-version event
         self.path = self._writer._file_name
         self._next_flush = time.monotonic() + FLUSH_S
 
@@ -60,6 +78,67 @@ class EventFile:
             raise
 
 
+def _records(data: bytes) -> tuple[list[tuple[int, int]], int]:
+    """The complete TFRecords of an event file's bytes as (start, end) offsets, and the offset
+    where the complete records end (``len(data)`` unless the file is cut inside a record).
+    Each record is a little-endian uint64 length, its masked CRC, the payload and its CRC."""
+    out, pos = [], 0
+    while pos + 12 <= len(data):  # a record's 12-byte header is there
+        (n,) = struct.unpack("<Q", data[pos:pos + 8])
+        if pos + 12 + n + 4 > len(data):
+            break  # its payload or CRC is not
+        out.append((pos, pos + 12 + n + 4))
+        pos += 12 + n + 4
+    return out, pos
+
+
+def truncate_after(logdir: Path, wall_time: float) -> int:
+    """Drop the summary events written after ``wall_time`` (seconds since the epoch) from every
+    ``events.out.tfevents.*`` file directly under ``logdir``; the others are kept byte for byte
+    (CRCs included). A file that loses events is rewritten to a temporary, fsynced and renamed
+    over itself; one left with no summary event is removed. Returns the number of events dropped.
+    A partial record at a file's end (its writer killed) goes with the dropped tail."""
+    from tensorboardX.proto import event_pb2
+
+    dropped = 0
+    for f in sorted(Path(logdir).glob("events.out.tfevents.*")):
+        data = f.read_bytes()
+        spans, end = _records(data)
+        kept, summaries, cut = [], 0, 0
+        for start, stop in spans:
+            event = event_pb2.Event.FromString(data[start + 12:stop - 4])
+            if event.HasField("summary") and event.wall_time > wall_time:
+                cut += 1
+                continue
+            summaries += event.HasField("summary")
+            kept.append(data[start:stop])
+        if not cut and end == len(data):
+            continue
+        dropped += cut
+        if summaries:
+            _replace(f, b"".join(kept))
+        else:
+            f.unlink()
+    return dropped
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: a temporary beside it (a dot name, which no reader takes for
+    an event file), fsynced, renamed over it; a crash leaves the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list[tuple[int, float]]]:
     """tag → [(step, value)] in file order, from the ``events.out.tfevents.*`` files directly
     under ``logdir`` (ours or any TensorBoard writer's, e.g. LightZero's ``log/serial``).
@@ -74,13 +153,9 @@ def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list
     out: dict[str, list[tuple[int, float]]] = {}
     for f in sorted(Path(logdir).glob("events.out.tfevents.*")):
         data = f.read_bytes()
-        pos = 0
-        while pos + 12 <= len(data):  # a record's 12-byte header is there
-            (n,) = struct.unpack("<Q", data[pos:pos + 8])
-            if pos + 12 + n + 4 > len(data):
-                break  # its payload or CRC is not
-            event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
-            pos += 12 + n + 4
+        spans, pos = _records(data)
+        for start, stop in spans:
+            event = event_pb2.Event.FromString(data[start + 12:stop - 4])
             for value in event.summary.value:
                 out.setdefault(value.tag, []).append((int(event.step), float(value.simple_value)))
         if pos != len(data) and not allow_partial:
@@ -94,17 +169,41 @@ def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list
 _writers: dict[int, EventFile | Path] = {}
 
 
+#: resumed run → the wall-clock time (seconds since the epoch) its checkpoint was saved at,
+#: until its first scalar cuts the event files there
+_resumed: dict[int, float] = {}
+
+
 @hookimpl
 def lzkernel_run_start(run: Any) -> None:
     if run.dir is None:
         return
     _writers[id(run)] = run.dir / "tb"
+    if run.resume_path is not None:
+        saved = _saved_at(Path(run.resume_path))
+        if saved is not None:
+            _resumed[id(run)] = saved
+
+
+def _saved_at(checkpoint: Path) -> float | None:
+    """When ``checkpoint`` was saved (its ``meta.json`` ``time``; that file's modification time
+    for a meta without it), seconds since the epoch; None when neither can be read."""
+    meta = checkpoint / "meta.json"
+    try:
+        saved = json.loads(meta.read_text(encoding="utf-8")).get("time")
+        return float(saved) if isinstance(saved, (int, float)) else meta.stat().st_mtime
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _writer(run: Any) -> EventFile | None:
-    """The run's event file, opened at its first use; None for a run without a directory."""
+    """The run's event file, opened at its first use (a resumed run first cuts the events
+    written after its checkpoint from the files there); None for a run without a directory."""
     writer = _writers.get(id(run))
     if isinstance(writer, Path):
+        saved = _resumed.pop(id(run), None)
+        if saved is not None and writer.is_dir():
+            truncate_after(writer, saved)
         writer = _writers[id(run)] = EventFile(writer)
     return writer
 
@@ -139,7 +238,15 @@ def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
 
 
 @hookimpl
+def lzkernel_checkpoint_saved(run: Any, path: Path) -> None:
+    writer = _writers.get(id(run))
+    if isinstance(writer, EventFile):
+        writer.flush()  # what preceded the checkpoint is on disk: a resume keeps it (module docstring)
+
+
+@hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
+    _resumed.pop(id(run), None)
     writer = _writers.pop(id(run), None)
     if not isinstance(writer, EventFile):
         return

@@ -84,6 +84,9 @@ def test_config_runs_with_a_tiny_budget_and_resumes(config: Path, tmp_path: Path
     proc = _run([str(config), *_overrides(config, out), "run.max_env_steps=700", "--resume", "auto"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][len(records):]
+    marker, resumed = resumed[0], resumed[1:]  # the resume record names the checkpoint and its counters
+    assert marker["event"] == "resume" and marker["checkpoint"] == str(ckpts[-1])
+    assert (marker["train_iter"], marker["env_steps"]) == (saved["train_iter"], saved["env_steps"])
     assert resumed and min(r["train_iter"] for r in resumed) >= saved["train_iter"]
     assert min(r["env_steps"] for r in resumed) > saved["env_steps"]
     assert max(r["env_steps"] for r in resumed) >= 700

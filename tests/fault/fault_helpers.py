@@ -79,7 +79,8 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str,
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [r for r in records if r.get("event") != "resume"]  # a resumed run's record naming its checkpoint
 
 
 def wait_for(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> None:

@@ -71,10 +71,13 @@ def warm(stem: str, tmp: Path) -> None:
 
 
 def metrics(out_dir: Path) -> list[dict[str, Any]]:
-    """The run's metric records without wall-clock and memory entries."""
+    """The run's metric records without wall-clock and memory entries (and without the record
+    naming the checkpoint a resumed run wrote before its first: a straight run has none)."""
     out = []
     for line in (out_dir / "metrics.jsonl").read_text().splitlines():
         rec = json.loads(line)
+        if rec.get("event") == "resume":
+            continue
         out.append({k: v for k, v in rec.items() if k != "wall_time" and not k.startswith(_VOLATILE_PREFIXES)
                     and not k.endswith(_VOLATILE_SUFFIXES)})
     return out

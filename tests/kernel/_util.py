@@ -65,9 +65,12 @@ def demo_config(path: Path, out_dir: Path, run: Mapping[str, Any] | None = None,
     return path
 
 
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+def read_metrics(run_dir: Path, resumes: bool = False) -> list[dict[str, Any]]:
+    """The records of ``run_dir/metrics.jsonl`` in order; the resume records a resumed run writes
+    before its first record (``lzk_sinks.jsonl``) only with ``resumes``."""
     lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines]
+    records = [json.loads(line) for line in lines]
+    return records if resumes else [r for r in records if r.get("event") != "resume"]
 
 
 def without_wall_time(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

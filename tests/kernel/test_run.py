@@ -144,9 +144,11 @@ def test_resume_auto_in_a_new_process(demo_run: SimpleNamespace, tmp_path: Path)
                 "--resume", "auto"], demo_run.env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stderr and "step_000000000020" in proc.stderr
-    records = read_metrics(out)
+    records = read_metrics(out, resumes=True)
     assert records[:len(before)] == before  # appended to
-    new = records[len(before):]
+    resume, new = records[len(before)], records[len(before) + 1:]
+    assert resume["event"] == "resume" and resume["checkpoint"].endswith("step_000000000020")
+    assert (resume["train_iter"], resume["env_steps"]) == (20, 200)
     assert new[0]["train_iter"] == 21 and new[0]["env_steps"] == 210  # counters continue
     assert [r["train_iter"] for r in new if r["event"] == "collect"] == list(range(21, 31))
     for r in (r for r in new if r["event"] == "train"):  # the parameter continues
