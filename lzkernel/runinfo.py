@@ -170,23 +170,34 @@ def _share(done: Any, budget: Any) -> float:
     return float(done) / float(budget) if isinstance(budget, (int, float)) and budget > 0 else 0.0
 
 
+def budget_clock(wall: float, train_iter: int, env_steps: int, max_train_iters: Any, max_env_steps: Any) -> str:
+    """``H:MM:SS`` of the run so far and, while less than the whole budget is done, the share of
+    ``run.max_train_iters`` or ``run.max_env_steps`` done (whichever is further) and the time to
+    go at the run's average pace so far: ``0:02:31, 8% of the budget, ~0:27:00 to go`` (the
+    progress line's and ``lzkernel status``'s clock; the time to the budget, not to solving)."""
+    share = max(_share(train_iter, max_train_iters), _share(env_steps, max_env_steps))
+    text = clock(wall)
+    if 0.0 < share < 1.0:
+        text += f", {share:.0%} of the budget, ~{clock(wall * (1.0 - share) / share)} to go"
+    return text
+
+
 def format_status(st: dict[str, Any]) -> str:
-    """One line: ``runs/x: running (pid 123) | iter 1,200 | env 8,123 (8% of 100,000) | eval 187.3
-    (best 200.0) | 0:02:31, ~0:27:00 to the budget``."""
+    """One line: ``runs/x: running (pid 123) | iter 1,200 | env 8,123 | eval 187.3 (best 200.0) |
+    0:02:31, 8% of the budget, ~0:27:00 to go`` (the budget's share and time to go while running)."""
     state = st["state"]
     if state in ("running", "starting"):
         state = f"{state} (pid {st['pid']})"
     elif st.get("stop_reason") or st.get("error"):
         state = f"{state}: {st.get('error') or st['stop_reason']}"
-    share = max(_share(st["train_iter"], st["max_train_iters"]), _share(st["env_steps"], st["max_env_steps"]))
     parts = [f"{st['run_dir']}: {state}", f"iter {st['train_iter']:,}", f"env {st['env_steps']:,}"]
     if st["eval_last"] is not None:
         parts.append(f"eval {st['eval_last']:.1f} (best {st['eval_best']:.1f})")
     wall = float(st["wall_time"] or 0.0)
-    text = clock(wall)
-    if st["state"] == "running" and 0.0 < share < 1.0:
-        text += f", {share:.0%} of the budget, ~{clock(wall * (1.0 - share) / share)} to go"
-    parts.append(text)
+    if st["state"] == "running":
+        parts.append(budget_clock(wall, st["train_iter"], st["env_steps"], st["max_train_iters"], st["max_env_steps"]))
+    else:
+        parts.append(clock(wall))
     return " | ".join(parts)
 
 

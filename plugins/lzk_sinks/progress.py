@@ -1,30 +1,46 @@
-"""A console progress line on stderr: iterations, env steps, speed, last and best eval return.
+"""A console progress line on stderr: iterations, env steps, speed, last and best eval return,
+the run's time and, against ``run.max_train_iters`` / ``run.max_env_steps``, the share of the
+budget done and the time to go.
 
-On a terminal the line is redrawn in place at most every 0.5 s; otherwise (CI, a log file) a
-line is printed at most every 10 s, and at every evaluation.
+On a terminal the line is redrawn in place at most every 0.5 s (and at every evaluation).
+Otherwise (CI, a log file) a new line is printed at most every :func:`log_gap` seconds: 10 s at
+first, growing with the run's time to one a minute (a tenth of the time so far), so a day-long
+run writes about 1,500 lines; an evaluation waits for the next line, which says its return. The
+first line (at once) and the last (why the run ended) are always printed.
 """
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
-from lzkernel.runinfo import clock
+from lzkernel.runinfo import budget_clock
+
+#: seconds between redraws on a terminal
+TTY_GAP_S = 0.5
+#: seconds between lines otherwise: from LOG_GAP_S[0], a tenth of the run's time, up to LOG_GAP_S[1]
+LOG_GAP_S = (10.0, 60.0)
 
 _state: dict[int, dict[str, Any]] = {}
 
 
-def _show(run: Any, force: bool = False) -> None:
+def log_gap(wall: float) -> float:
+    """Seconds between two lines when stderr is not a terminal, ``wall`` seconds into the run."""
+    return min(LOG_GAP_S[1], max(LOG_GAP_S[0], wall / 10.0))
+
+
+def _show(run: Any, force: bool = False, final: bool = False) -> None:
     st = _state.get(id(run))
     if st is None:
         return
     now = time.monotonic()
     tty = sys.stderr.isatty()
-    if not force and now - st["shown"] < (0.5 if tty else 10.0):
+    wall = max(run.wall_time, 1e-9)
+    if not force and now - st["shown"] < (TTY_GAP_S if tty else log_gap(wall)):
         return
     st["shown"] = now
-    wall = max(run.wall_time, 1e-9)
     parts = [
         f"iter {run.train_iter:,}",
         f"env {run.env_steps:,}",
@@ -34,12 +50,17 @@ def _show(run: Any, force: bool = False) -> None:
         parts.append(f"eval {st['eval']:.1f} (best {st['best']:.1f})")
     if run.status_text:
         parts.append(run.status_text)
+    elif run.resume_path is not None and run.train_iter == 0 and run.env_steps == 0:
+        parts.append(f"resuming from {Path(run.resume_path).name}")  # its counters not loaded yet
     elif st["eval"] is None and run.env_steps == 0:
         # Before the first event. Whether numba kernels will be compiled is not known here (the
         # policy is built later); the code that compiles them says so when it does
         # (lzk_common.numba_cache.ensure_cached logs it).
         parts.append("starting")
-    parts.append(clock(wall))
+    cfg = run.cfg
+    parts.append(budget_clock(wall, run.train_iter, run.env_steps,
+                              None if final else getattr(cfg, "max_train_iters", None),
+                              None if final else getattr(cfg, "max_env_steps", None)))
     line = "[lzkernel] " + " | ".join(parts)
     if tty:
         sys.stderr.write("\r\x1b[K" + line)
@@ -48,10 +69,24 @@ def _show(run: Any, force: bool = False) -> None:
     sys.stderr.flush()
 
 
+def _earlier_evals(run: Any) -> tuple[float | None, float]:
+    """The last and best evaluation return of a resumed run's history up to its checkpoint (as
+    ``summary.json`` counts them), so that the line shows them before the next evaluation."""
+    if run.resume_path is None or run.dir is None:
+        return None, float("-inf")
+    from lzk_sinks.summary import earlier_evals
+
+    ev = earlier_evals(run)
+    if ev["last"] is None:
+        return None, float("-inf")
+    return ev["last"]["return_mean"], ev["best"]["return_mean"]
+
+
 @hookimpl
 def lzkernel_run_start(run: Any) -> None:
     if run.is_main and run.cfg.progress:
-        _state[id(run)] = {"shown": 0.0, "eval": None, "best": float("-inf")}
+        last, best = _earlier_evals(run)
+        _state[id(run)] = {"shown": 0.0, "eval": last, "best": best}
         _show(run, force=True)  # at once: the first event may be many seconds away
 
 
@@ -71,13 +106,13 @@ def lzkernel_after_eval(run: Any, metrics: Mapping[str, float]) -> None:
     if st is not None and "eval/return_mean" in metrics:
         st["eval"] = float(metrics["eval/return_mean"])
         st["best"] = max(st["best"], st["eval"])
-    _show(run, force=True)
+    _show(run, force=sys.stderr.isatty())  # a log file gets it with its next line
 
 
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     if id(run) in _state:
-        _show(run, force=True)
+        _show(run, force=True, final=True)  # the run's time, no time to go
         if sys.stderr.isatty():
             sys.stderr.write("\n")
         del _state[id(run)]

@@ -48,7 +48,7 @@ def _add(ev: dict[str, Any], point: dict[str, Any]) -> None:
         ev["best"] = point
 
 
-def _earlier(run: Any) -> dict[str, Any]:
+def earlier_evals(run: Any) -> dict[str, Any]:
     """The evaluations ``metrics.jsonl`` holds up to the resumed checkpoint's step (the records
     of an abandoned history dropped, as ``lzkernel plot`` and ``lzkernel status`` read it); none
     for a fresh run."""
@@ -72,7 +72,7 @@ def _earlier(run: Any) -> dict[str, Any]:
 @hookimpl
 def lzkernel_run_start(run: Any) -> None:
     if run.is_main and run.dir is not None:
-        _evals[id(run)] = _earlier(run)
+        _evals[id(run)] = earlier_evals(run)
 
 
 @hookimpl
