@@ -90,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     st.add_argument("--json", action="store_true", help="machine-readable output (a list of objects)")
 
-    plot = sub.add_parser("plot", help="PNG of a metric against env steps and wall time (runs), or of time-to-solve JSON",
+    plot = sub.add_parser("plot", help="PNG of a metric against env steps, train iterations and wall time (runs), "
+                                       "or of time-to-solve JSON",
                           description="Runs of one config with different seeds are drawn as the median with a "
                                       "min-max band. JSON files of benchmarks/time_to_solve.py are plotted as "
                                       "time to solve per seed.")

@@ -1,5 +1,5 @@
-"""``lzkernel plot``: PNG figures of runs (a metric against env steps and wall time) and of the
-benchmarks' time-to-solve JSON.
+"""``lzkernel plot``: PNG figures of runs (a metric against env steps, train iterations and wall
+time) and of the benchmarks' time-to-solve JSON.
 
 Runs whose resolved configs are equal except for ``run.seed`` and ``run.out_dir`` are one group:
 a single run is drawn as its line; a group of several seeds as the median line with a min–max
@@ -19,10 +19,12 @@ import numpy as np
 from lzkernel.errors import ConfigError
 
 INSTALL = "pip install 'lzkernel[plot]' (matplotlib)"
-FIGSIZE = (12.0, 4.5)  # inches; at DPI this is the PNG's size in pixels
+FIGSIZE = (16.0, 4.5)  # inches; at DPI this is the PNG's size in pixels
 DPI = 100
 #: x axes of a run figure: (metrics.jsonl field, axis label)
-AXES = (("env_steps", "env steps"), ("wall_time", "wall time (s)"))
+AXES = (("env_steps", "env steps"), ("train_iter", "train iterations"), ("wall_time", "wall time (s)"))
+#: a single run's line shows its points as dots up to this many points (evaluations are sparse)
+MARKERS_UP_TO = 60
 
 
 def _pyplot() -> Any:
@@ -99,8 +101,8 @@ def _label(group: Sequence[Path]) -> str:
 
 
 def plot_runs(run_dirs: Sequence[str | Path], metric: str = "eval/return_mean") -> Any:
-    """A figure with ``metric`` against env steps (left) and wall time (right): one line per
-    group of runs (module docstring). Returns the matplotlib Figure."""
+    """A figure with ``metric`` against env steps (left), train iterations (middle) and wall time
+    (right): one line per group of runs (module docstring). Returns the matplotlib Figure."""
     dirs = [Path(d) for d in run_dirs]
     for d in dirs:
         if not d.is_dir():
@@ -111,7 +113,9 @@ def plot_runs(run_dirs: Sequence[str | Path], metric: str = "eval/return_mean") 
     for ax, (axis, label) in zip(axes, AXES):
         for group in groups:
             if len(group) == 1:
-                ax.plot(group[0].x[axis], group[0].y, label=_label([s.run_dir for s in group]))
+                marker = "o" if len(group[0].y) <= MARKERS_UP_TO else None
+                ax.plot(group[0].x[axis], group[0].y, marker=marker, markersize=3,
+                        label=_label([s.run_dir for s in group]))
             else:
                 grid, med, lo, hi = band(group, axis)
                 (line,) = ax.plot(grid, med, label=_label([s.run_dir for s in group]))

@@ -1,0 +1,48 @@
+"""``lzkernel plot`` of run directories: the metric against env steps, train iterations and wall
+time, sparse series with their points marked, and a resumed run's abandoned records left out."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lzkernel import plot
+
+
+def _run_dir(path: Path, records: list[dict], lr: float) -> Path:
+    path.mkdir()
+    (path / "config.yaml").write_text(f"run:\n  seed: 0\npolicy:\n  lr: {lr}\n", encoding="utf-8")
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _evals(its: list[int], wall0: float = 0.0) -> list[dict]:
+    return [{"event": "eval", "train_iter": it, "env_steps": 7 * it, "wall_time": wall0 + it / 10,
+             "eval/return_mean": float(it)} for it in its]
+
+
+def test_three_axes_one_line_per_run_with_points_marked(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    a = _run_dir(tmp_path / "rezero", _evals([0, 50, 100]), 0.003)
+    resume = {"event": "resume", "checkpoint": "ckpt/step_000000000100", "train_iter": 100, "env_steps": 700,
+              "wall_time": 10.0}
+    b = _run_dir(tmp_path / "unizero", _evals([0, 100, 200, 300]) + [resume] + _evals([200, 300], 0.5), 0.0001)
+    fig = plot.plot_runs([a, b])
+    assert [ax.get_xlabel() for ax in fig.axes] == ["env steps", "train iterations", "wall time (s)"]
+    iters = fig.axes[1]
+    assert [line.get_label() for line in iters.lines] == ["rezero", "unizero"]
+    np.testing.assert_array_equal(iters.lines[0].get_xdata(), [0, 50, 100])
+    np.testing.assert_array_equal(iters.lines[1].get_xdata(), [0, 100, 200, 300])  # 200 and 300 once
+    np.testing.assert_array_equal(fig.axes[0].lines[1].get_xdata(), [0, 700, 1400, 2100])
+    assert all(line.get_marker() == "o" for ax in fig.axes for line in ax.lines)
+    out = plot.save(fig, tmp_path / "cmp.png")
+    assert out.stat().st_size > 0
+
+
+def test_a_long_series_is_a_plain_line(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    run = _run_dir(tmp_path / "long", _evals(list(range(plot.MARKERS_UP_TO + 1))), 0.003)
+    fig = plot.plot_runs([run])
+    assert fig.axes[0].lines[0].get_marker() in (None, "None", "")
