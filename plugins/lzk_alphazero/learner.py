@@ -50,12 +50,14 @@ class AlphaZeroLearner(LearnerBase):
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = self.backward_and_clip(loss, params, self.cfg.grad_clip)
         values = torch.stack([loss.detach(), policy_loss.mean().detach(), value_loss.mean().detach(), ent.mean().detach(),
-                              grad_norm.detach().float(), value.mean().detach(), z.mean()]).tolist()
+                              grad_norm.detach().float(), value.mean().detach(), z.mean(),
+                              torch.special.entr(target_pi).sum(-1).mean()]).tolist()
         finite = self.commit(values[0], values[4], self.model.buffers(), saved)
         names = ("loss_total", "loss_policy", "loss_value", "policy_entropy", "grad_norm", "value_mean",
-                 "target_value_mean")
+                 "target_value_mean", "target_policy_entropy")
         metrics = {f"train/{n}": float(v) for n, v in zip(names, values)}
         metrics["train/lr"] = float(self.cfg.lr)
         metrics["train/skipped_nonfinite"] = 0.0 if finite else 1.0
         priorities = ((value.detach() - z).abs() + 1e-6).float().cpu().numpy()
+        metrics["train/priority_mean"] = float(priorities.mean())
         return metrics, priorities if finite else finite_priorities(priorities)

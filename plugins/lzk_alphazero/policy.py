@@ -91,7 +91,8 @@ class AlphaZeroPolicy(SearchPolicyBase):
     def search(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, states: Sequence[Any], sims: int, *,
                add_noise: bool, deterministic: bool) -> tuple[lzk_mcts.SearchResult, np.ndarray, dict[str, float]]:
         """One batched search of E roots → (SearchResult, network values at the roots [E],
-        ``search/...`` metrics: ms, and the shares of the network, the simulator and the tree)."""
+        ``search/...`` metrics: ms, the shares of the network, the simulator and the tree, and the
+        shared search's tree_ms, model_ms (simulator and network), inferences_per_sim, max_depth)."""
         t0 = time.perf_counter()
         net0 = self.network_seconds
         with torch_threads(self.cfg.search_threads):
@@ -107,7 +108,10 @@ class AlphaZeroPolicy(SearchPolicyBase):
         metrics = {"search/ms": total * 1e3, "search/network_share": network / total,
                    "search/simulator_share": model.simulator_seconds / total,
                    "search/tree_share": max(0.0, 1.0 - (network + model.simulator_seconds) / total),
-                   "search/max_depth": result.stats["search/max_depth"]}
+                   # the shared search's names, as every search-based policy logs them
+                   "search/max_depth": result.stats["search/max_depth"],
+                   "search/tree_ms": result.stats["search/tree_ms"], "search/model_ms": result.stats["search/model_ms"],
+                   "search/inferences_per_sim": result.stats["search/inferences_per_sim"]}
         return result, pred_value, metrics
 
     # -- acting --------------------------------------------------------------------------------

@@ -79,18 +79,23 @@ class Learner(LearnerBase):
                            self.weights)
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = self.backward_and_clip(out.loss, params, self.cfg.grad_clip)
+        k_steps = tb.actions.shape[1]
+        mask = tb.mask[:, :k_steps].float()  # [B, K]: the steps the loss uses
+        # Entropy of the visit targets [B, K, A], a masked mean as the loss terms (before smoothing).
+        target_entropy = (torch.special.entr(tb.target_policy[:, :k_steps]).sum(-1) * mask).sum() / mask.sum().clamp(min=1.0)
         values = torch.stack([out.loss.detach(), out.obs.detach(), out.reward.detach(), out.policy.detach(),
                               out.value.detach(), out.entropy, grad_norm.detach().float(), out.value_mean,
-                              tb.target_value[:, 0].mean()]).tolist()
+                              tb.target_value[:, 0].mean(), target_entropy]).tolist()
         finite = self.commit(values[0], values[6], [*self.model.buffers(), *self.target_model.buffers()], saved)
         if finite:
             ema_update(self.target_model, self.model, self.cfg.target_update_theta)
         self.target_model.eval()
 
         names = ("loss_total", "loss_obs", "loss_reward", "loss_policy", "loss_value", "policy_entropy",
-                 "grad_norm", "value_mean", "target_value_mean")
+                 "grad_norm", "value_mean", "target_value_mean", "target_policy_entropy")
         metrics = {f"train/{n}": float(v) for n, v in zip(names, values)}
         metrics["train/lr"] = float(self.cfg.lr)
         metrics["train/skipped_nonfinite"] = 0.0 if finite else 1.0
         priorities = out.priorities.detach().float().cpu().numpy()
+        metrics["train/priority_mean"] = float(priorities.mean())
         return metrics, priorities if finite else finite_priorities(priorities)

@@ -224,8 +224,12 @@ def test_the_learner_step_is_lightzeros(all_legal: bool) -> None:
     optimizer.step()
 
     assert norm > 0.05  # the clip binds
+    target_entropy = torch.special.entr(pi).sum(-1).mean()
+    priority = ((v.detach() - z).abs() + 1e-6).mean()
     for name, want in [("loss_total", total), ("loss_policy", policy_loss), ("loss_value", value_loss),
-                       ("policy_entropy", ent), ("grad_norm", norm)]:
+                       ("policy_entropy", ent), ("grad_norm", norm),
+                       # named and computed as the other algorithms' (docs/metrics.md)
+                       ("target_policy_entropy", target_entropy), ("priority_mean", priority)]:
         assert metrics[f"train/{name}"] == pytest.approx(want.item(), rel=1e-5, abs=1e-6), name
     for (name, got), want in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7, msg=name)

@@ -73,6 +73,9 @@ def test_visits_legality_and_terminal_nodes() -> None:
     assert len(calls) <= 201 and max(calls[1:]) <= 3
     assert sum(calls[1:]) < 3 * 200  # terminal revisits of the won position skip the network
     assert 0.0 < metrics["search/network_share"] < 1.0 and metrics["search/simulator_share"] > 0.0
+    # the shared search's timings, under the names every search-based policy logs (docs/metrics.md)
+    assert 0.0 < metrics["search/tree_ms"] + metrics["search/model_ms"] <= metrics["search/ms"]
+    assert metrics["search/model_ms"] > 0.0 and 0.0 < metrics["search/inferences_per_sim"] <= 3.0
 
 
 def test_batch_rows_are_independent() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 import torch
 
 from lzk_common.support import DiscreteSupport
@@ -70,6 +71,13 @@ def test_learner_step_applies_ema_after_the_optimizer_step_and_returns_prioritie
     assert not target.training and learner.steps == 1
     assert prio.shape == (2,) and np.all(prio > 0)
     assert {"train/loss_total", "train/loss_obs", "train/grad_norm"} <= set(metrics)
+    # named as the other algorithms' (docs/metrics.md): the new priorities' mean, the visit targets' entropy
+    assert metrics["train/priority_mean"] == pytest.approx(float(prio.mean()))
+    k = batch.actions.shape[1]
+    mask = batch.mask[:, :k]
+    pi = batch.target_policy[:, :k]
+    ent = -(pi * np.log(np.where(pi > 0, pi, 1.0))).sum(-1)
+    assert metrics["train/target_policy_entropy"] == pytest.approx(float((ent * mask).sum() / mask.sum()), rel=1e-5)
 
 
 def test_learner_fits_a_fixed_batch():
