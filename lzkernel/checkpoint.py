@@ -22,6 +22,7 @@ every such case is a :class:`CheckpointError` that starts with ``checkpoint PATH
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -31,7 +32,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from lzkernel.errors import CheckpointError, ConfigError
 from lzkernel.rundir import abandoned_dir
@@ -107,15 +108,25 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_bytes(path: Path, data: Any) -> None:
-    """Write ``data`` to a new file ``path``; an OSError names ``path``."""
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OSError inside names ``path`` (a buffered write or flush that fails, e.g. with ENOSPC,
+    carries no file name, and the one-line error must say which file)."""
     try:
-        with open(path, "wb") as f:
-            f.write(data)
+        yield
     except OSError as exc:
         if exc.filename is None:
             exc.filename = str(path)
         raise
+
+
+def _write_bytes(path: Path, data: Any, *, sync: bool = False) -> None:
+    """Write ``data`` to a new file ``path`` (and fsync it with ``sync``); an OSError names ``path``."""
+    with _naming(path), open(path, "wb") as f:
+        f.write(data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def _sha256(path: Path) -> str:
@@ -170,19 +181,20 @@ class CheckpointStore:
                 for key, value in arrays.items():
                     if getattr(value, "dtype", None) is not None and value.dtype == object:
                         raise CheckpointError(f"array '{key}' has dtype object; only plain arrays are stored")
-                with open(tmp / "arrays.npz", "wb") as f:
+                with _naming(tmp / "arrays.npz"), open(tmp / "arrays.npz", "wb") as f:
                     np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
-            (tmp / "config.yaml").write_text(self.config_yaml, encoding="utf-8")
+            _write_bytes(tmp / "config.yaml", self.config_yaml.encode("utf-8"))
             # The array names go into meta.json so that a checkpoint whose arrays vanished (with
             # the manifest rewritten to match) is still recognised as damaged.
             info = {"format": FORMAT_VERSION, "step": step, "tag": tag, "time": time.time(),
                     "arrays": sorted(arrays) if arrays else [], **(meta or {})}
-            (tmp / "meta.json").write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
+            _write_bytes(tmp / "meta.json", json.dumps(info, indent=1, default=str).encode("utf-8"))
             files = sorted(p.name for p in tmp.iterdir())
             manifest = {name: _sha256(tmp / name) for name in files}
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+            _write_bytes(tmp / "manifest.json", json.dumps(manifest, indent=1).encode("utf-8"))
             for p in tmp.iterdir():
-                _fsync_file(p)
+                with _naming(p):
+                    _fsync_file(p)
             _fsync_dir(tmp)
             if self.before_commit is not None:
                 self.before_commit(tmp)
@@ -191,10 +203,7 @@ class CheckpointStore:
                 os.replace(final, old)
             os.replace(tmp, final)
             _fsync_dir(self.root)
-            with open(final / DONE, "w", encoding="utf-8") as f:
-                f.write("ok\n")
-                f.flush()
-                os.fsync(f.fileno())
+            _write_bytes(final / DONE, b"ok\n", sync=True)
             _fsync_dir(final)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
