@@ -50,13 +50,23 @@ def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda 
     the live history's records are in ``wall_time`` order); the resume records themselves are not
     kept. Run directories written before resume records existed fall back to the iteration: a
     record whose ``train_iter`` goes back starts a new history from that iteration (the kept
-    records from there on are dropped). A line cut by a crash is skipped. ConfigError when there
-    is no metrics.jsonl."""
+    records from there on are dropped). A resume record without ``wall_time`` (a checkpoint
+    written before meta held it: the clock restarted at 0) cuts by iteration too. Either way the
+    clock may have restarted, so the records before it are of an earlier clock: a later resume
+    record compares ``wall_time`` only with the records of the current clock, and cuts the
+    earlier ones by iteration (``train_iter`` above its checkpoint's). A line cut by a crash is
+    skipped. ConfigError when there is no metrics.jsonl."""
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise ConfigError(f"{run_dir}: no metrics.jsonl (not a run directory of `lzkernel run`)")
     out = History()
     last_iter = -1
+    era, eras = 0, []  # the clock each kept record was logged on (parallel to out.records)
+
+    def cut(drop: Callable[[dict[str, Any], int], bool]) -> None:
+        nonlocal eras
+        kept = [(r, e) for r, e in zip(out.records, eras) if not drop(r, e)]
+        out.records, eras = [r for r, _ in kept], [e for _, e in kept]
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
@@ -69,10 +79,11 @@ def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda 
             if rec.get("event") == RESUME_EVENT:
                 wall = rec.get("wall_time")
                 if _is_num(wall):
-                    out.records = [r for r in out.records
-                                   if not (_is_num(r.get("wall_time")) and r["wall_time"] > wall)]
+                    cut(lambda r, e: (_is_num(r.get("wall_time")) and r["wall_time"] > wall) if e == era
+                        else (isinstance(it, int) and r.get("train_iter", -1) > it))
                 elif isinstance(it, int):  # a checkpoint without its wall time: by iteration
-                    out.records = [r for r in out.records if r.get("train_iter", -1) <= it]
+                    cut(lambda r, e: r.get("train_iter", -1) > it)
+                    era += 1  # and the clock restarted at 0 (lzkernel.run: elapsed 0)
                 if isinstance(it, int):
                     last_iter = it
                 out.last = rec
@@ -80,11 +91,13 @@ def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda 
             out.names.update(k for k in rec if "/" in k)
             if isinstance(it, int):
                 if it < last_iter:
-                    out.records = [r for r in out.records if r.get("train_iter", -1) < it]
+                    cut(lambda r, e: r.get("train_iter", -1) >= it)
+                    era += 1  # a resume before resume records: its clock may have restarted
                 last_iter = it
             out.last = rec
             if keep(rec):
                 out.records.append(rec)
+                eras.append(era)
     return out
 
 

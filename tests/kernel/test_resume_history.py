@@ -101,3 +101,26 @@ def test_read_history_of_a_run_dir_from_before_resume_records(tmp_path: Path) ->
     recs += [{"event": "train", "train_iter": i, "wall_time": float(i) + 0.5} for i in (11, 12)]
     _write(tmp_path / "metrics.jsonl", recs)
     assert [r["train_iter"] for r in read_history(tmp_path).records] == [5, 10, 11, 12]
+
+
+def test_read_history_keeps_the_history_before_a_resume_from_a_checkpoint_without_wall_time(tmp_path: Path) -> None:
+    """A checkpoint written before meta held wall_time restarts the clock at 0 when resumed (its
+    resume record has no wall_time). A later resume record's wall_time is on the new clock: it
+    must not cut the records of the old clock, whose wall_time is larger, which the resumed run
+    continues from (only what followed its own checkpoint goes)."""
+    def rec(it: int, wall: float) -> dict:
+        return {"event": "eval", "train_iter": it, "wall_time": wall, "eval/return_mean": float(it)}
+
+    old = [rec(it, 10.0 * it) for it in range(0, 121, 10)]  # clock up to 1200 s; checkpoint at 100
+    resume_old = {"event": RESUME_EVENT, "checkpoint": "ckpt/step_000000000100", "train_iter": 100}
+    new = [rec(it, float(it - 100)) for it in range(110, 211, 10)]  # clock from 0; checkpoint at 200
+    resume_new = {"event": RESUME_EVENT, "checkpoint": "ckpt/step_000000000200", "train_iter": 200,
+                  "wall_time": 100.0}
+    _write(tmp_path / "metrics.jsonl", old + [resume_old] + new + [resume_new])
+    assert [r["train_iter"] for r in read_history(tmp_path).records] == list(range(0, 201, 10))
+
+    # a rewind to a checkpoint of the new clock cuts that clock's later records, by wall_time
+    resume_back = {"event": RESUME_EVENT, "checkpoint": "ckpt/step_000000000150", "train_iter": 150,
+                   "wall_time": 50.0}
+    _write(tmp_path / "metrics.jsonl", old + [resume_old] + new + [resume_back])
+    assert [r["train_iter"] for r in read_history(tmp_path).records] == list(range(0, 151, 10))
