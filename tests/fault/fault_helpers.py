@@ -94,6 +94,28 @@ def wait_for(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[s
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def rehash_manifest(step: Path) -> None:
+    """Rewrite a checkpoint step's ``manifest.json`` to match its files as they are now (what
+    someone who edits the files would do to hide it)."""
+    import hashlib
+
+    manifest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(step.iterdir())
+                if p.name not in ("DONE", "manifest.json")}
+    (step / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def kill_9(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """SIGKILL ``proc`` unless it has ended, and reap it (killed again and reaped if it outlives
+    ``timeout``)."""
+    try:
+        proc.kill()  # Popen sends nothing to a process it has already reaped
+        proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def dead_pid() -> int:
     """The pid of a process that has exited (and been reaped)."""
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,

@@ -2,7 +2,6 @@
 or path, exit code 2, and no traceback unless ``--traceback`` (or ``LZKERNEL_TRACEBACK=1``)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import (CARTPOLE_REZERO, TRACEBACK, assert_one_line_error, fault_env, loop_config, lzk,
-                           read_metrics)
+                           read_metrics, rehash_manifest)
 
 # -- plugins ---------------------------------------------------------------------------------------
 
@@ -129,23 +128,6 @@ def test_merge_keys_may_override_what_they_merge() -> None:
 # -- checkpoints -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A fault_loop run of 10 iterations: checkpoints at 5 and 10, each with arrays.npz."""
-    tmp = tmp_path_factory.mktemp("finished")
-    cfg = loop_config(tmp / "c.yaml", tmp / "out")
-    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (tmp / "out" / "ckpt" / "step_000000000010" / "arrays.npz").is_file()
-    return cfg, tmp / "out"
-
-
-def _rehash(step: Path) -> None:
-    manifest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(step.iterdir())
-                if p.name not in ("DONE", "manifest.json")}
-    (step / "manifest.json").write_text(json.dumps(manifest))
-
-
 @pytest.mark.parametrize("damage", ["empty manifest", "arrays missing", "arrays missing, manifest rehashed",
                                     "state replaced, manifest rehashed", "arrays not a zip, manifest rehashed"])
 def test_a_damaged_committed_checkpoint_is_one_line(damage: str, finished_run: tuple[Path, Path],
@@ -162,17 +144,17 @@ def test_a_damaged_committed_checkpoint_is_one_line(damage: str, finished_run: t
         detail = "missing file arrays.npz"
     elif damage == "arrays missing, manifest rehashed":
         (step / "arrays.npz").unlink()
-        _rehash(step)
+        rehash_manifest(step)
         detail = "meta.json lists arrays (trace) but there is no arrays.npz"
     elif damage == "state replaced, manifest rehashed":
         import torch
 
         torch.save({"trainer": {"param": refused_object()}}, step / "state.pt")
-        _rehash(step)
+        rehash_manifest(step)
         detail = "state.pt cannot be loaded safely (weights_only=True): the unpickler refused it"
     else:
         (step / "arrays.npz").write_bytes(b"PK\x03\x04 not really a zip")
-        _rehash(step)
+        rehash_manifest(step)
         detail = "arrays.npz cannot be read"
     proc = lzk(["run", cfg, f"run.out_dir={out}", "run.max_train_iters=12", "-p", "lzk_fault_plugin",
                 "--resume", str(step)], tmp_path)

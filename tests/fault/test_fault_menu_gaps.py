@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fault_helpers import REPO, assert_one_line_error, fault_env, loop_config, lzk, popen, wait_for
+from fault_helpers import REPO, assert_one_line_error, fault_env, kill_9, loop_config, lzk, popen, wait_for
 
 # The env module of the A1/B11 cases: written into each test's tmp_path (importable through
 # PYTHONPATH in a subprocess, through sys.path in process).
@@ -183,12 +183,8 @@ def test_a5_kill_9_at_random_moments_of_checkpoint_writing_never_breaks_resume(t
             wait_for(lambda: any(int(p.name.split("_")[1]) > last_iter for p in CheckpointStore(out / "ckpt")
                                  .complete_steps()), 60, "a new checkpoint", proc)
             time.sleep(rng.uniform(0.0, 0.3))
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.communicate(timeout=20)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            kill_9(proc, timeout=20)
         assert proc.returncode == -signal.SIGKILL
         torn += len(list((out / "ckpt").glob(".*.tmp-*")))
         latest = CheckpointStore(out / "ckpt").latest()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fault_helpers import REPO, assert_one_line_error, fault_env, loop_config, lzk, popen
+from fault_helpers import REPO, assert_one_line_error, fault_env, loop_config, lzk, popen, rehash_manifest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -32,30 +32,14 @@ class _Payload:
         return (os.system, (f"touch {self.path}",))
 
 
-def _rehash(step: Path) -> None:
-    manifest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(step.iterdir())
-                if p.name not in ("DONE", "manifest.json")}
-    (step / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-
-
-@pytest.fixture(scope="module")
-def finished_loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A fault_loop run of 10 iterations: checkpoints at 5 and 10, each with arrays.npz."""
-    tmp = tmp_path_factory.mktemp("loop")
-    cfg = loop_config(tmp / "c.yaml", tmp / "out")
-    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return cfg, tmp / "out"
-
-
 @pytest.mark.parametrize("where", ["arrays.npz object array", "state.pt, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"])
-def test_e1_a_pickle_payload_in_a_rehashed_checkpoint_never_runs(where: str, finished_loop: tuple[Path, Path],
+def test_e1_a_pickle_payload_in_a_rehashed_checkpoint_never_runs(where: str, finished_run: tuple[Path, Path],
                                                                   tmp_path: Path) -> None:
     import shutil
 
     import torch
 
-    cfg, src = finished_loop
+    cfg, src = finished_run
     out = tmp_path / "out"
     shutil.copytree(src, out)
     step = out / "ckpt" / "step_000000000010"
@@ -70,7 +54,7 @@ def test_e1_a_pickle_payload_in_a_rehashed_checkpoint_never_runs(where: str, fin
         torch.save({"trainer": {"param": _Payload(sentinel)}}, step / "state.pt")
         env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # torch's switch back to full unpickling
         detail = "state.pt cannot be loaded safely (weights_only=True)"
-    _rehash(step)  # an attacker who writes the files writes the manifest too
+    rehash_manifest(step)  # an attacker who writes the files writes the manifest too
     proc = lzk(["run", cfg, f"run.out_dir={out}", "run.max_train_iters=12", "-p", "lzk_fault_plugin",
                 "--resume", str(step)], tmp_path, env)
     assert_one_line_error(proc, f"checkpoint {step} is damaged", detail)

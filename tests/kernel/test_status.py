@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fault"))
-from fault_helpers import assert_one_line_error, loop_config, lzk, popen, read_metrics, wait_for  # noqa: E402
+from fault_helpers import assert_one_line_error, kill_9, loop_config, lzk, popen, read_metrics, wait_for  # noqa: E402
 
 from lzkernel.runinfo import format_status, read_history  # noqa: E402
 
@@ -52,12 +52,8 @@ def test_running_then_stopped_then_killed(tmp_path: Path) -> None:
     proc = popen(["run", cfg, "-p", "lzk_fault_plugin", "--resume", "auto"], tmp_path)
     try:
         wait_for(lambda: _last_iter(out) >= last + 5, 60, "5 more iterations", proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        kill_9(proc)
     assert (out / ".lock").is_file()
     time.sleep(0.05)
     (st,) = _status(tmp_path, out)
