@@ -78,21 +78,28 @@ def _fsync_file(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically and durably: a crash leaves the old file or the new
-    one, never half of one (a temporary beside it, fsynced, renamed over it, the directory
-    fsynced); the temporary is removed if the write fails."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` atomically and durably: a crash leaves the old file or the new
+    one, never half of one (a temporary beside it, a dot name that no reader takes for the file,
+    fsynced, renamed over it, the directory fsynced); the temporary is removed if the write
+    fails, and an OSError names ``path``."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with _naming(path):
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     _fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def _fsync_dir(path: Path) -> None:

@@ -297,10 +297,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     from lzkernel.pluginmanager import unknown_block
 
     kernel = _kernel(args)
-    entries = kernel.describe()
     # What went wrong when a plugin registered its components (a name taken, a factory that
     # cannot be called as its role's): listed beside the plugins, which stay listed.
-    problems = kernel.lenient_registry()[1]
+    registry, problems = kernel.lenient_registry()
+    entries = kernel.describe(registry)
     errors = [{"name": e.name, "dist": e.dist, "version": e.version, "error": e.message} for e in kernel.errors]
     for plugin, message in problems:
         info = kernel.infos.get(plugin)

@@ -24,6 +24,7 @@ plugin beside the broken ones; ``run``/``config``/``eval`` call :meth:`Kernel.ra
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.metadata as metadata
 import inspect
@@ -253,10 +254,10 @@ class Kernel:
             error.details = "".join(e.traceback for e in self.errors)  # shown by --traceback
             raise error
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self, registry: Registry | None = None) -> list[dict[str, Any]]:
         """One entry per loaded plugin: name, dist, version, module, components by role (those
-        registered without a mistake: :meth:`lenient_registry`), hooks."""
-        by_plugin = self.lenient_registry()[0].by_plugin()
+        registered without a mistake: ``registry``, by default :meth:`lenient_registry`'s), hooks."""
+        by_plugin = (registry if registry is not None else self.lenient_registry()[0]).by_plugin()
         out = []
         for name, info in sorted(self.infos.items()):
             hooks = sorted(h.name for h in self.pm.get_hookcallers(self.pm.get_plugin(name)) or [])
@@ -290,6 +291,7 @@ def _normal(dist_name: str) -> str:
 _HOOK_PREFIX = f"{hookspecs.PROJECT}_"
 
 
+@functools.cache
 def _hook_arguments() -> dict[str, list[str]]:
     """Every hook's name → the arguments it passes (its spec's parameters)."""
     marker = f"{hookspecs.PROJECT}_spec"

@@ -71,12 +71,13 @@ def _show(run: Any, force: bool = False, final: bool = False) -> None:
 
 def _earlier_evals(run: Any) -> tuple[float | None, float]:
     """The last and best evaluation return of a resumed run's history up to its checkpoint (as
-    ``summary.json`` counts them), so that the line shows them before the next evaluation."""
+    ``summary.json`` counts them), so that the line shows them before the next evaluation;
+    ``metrics.jsonl`` is read once for both sinks where the summary sink has read it already."""
     if run.resume_path is None or run.dir is None:
         return None, float("-inf")
-    from lzk_sinks.summary import earlier_evals
+    from lzk_sinks.summary import evals_so_far
 
-    ev = earlier_evals(run)
+    ev = evals_so_far(run)
     if ev["last"] is None:
         return None, float("-inf")
     return ev["last"]["return_mean"], ev["best"]["return_mean"]

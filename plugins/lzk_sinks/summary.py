@@ -69,6 +69,13 @@ def earlier_evals(run: Any) -> dict[str, Any]:
     return ev
 
 
+def evals_so_far(run: Any) -> dict[str, Any]:
+    """The evaluations this sink holds for ``run`` (read at its run_start), else
+    :func:`earlier_evals` (the sink is off, or its run_start has not run yet)."""
+    ev = _evals.get(id(run))
+    return ev if ev is not None else earlier_evals(run)
+
+
 @hookimpl
 def lzkernel_run_start(run: Any) -> None:
     if run.is_main and run.dir is not None:

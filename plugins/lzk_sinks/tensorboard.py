@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 import struct
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
+from lzkernel.checkpoint import write_bytes_atomic
 
 #: Seconds between flushes (tensorboardX's ``flush_secs``).
 FLUSH_S = 10.0
@@ -116,27 +116,10 @@ def truncate_after(logdir: Path, wall_time: float) -> int:
             continue
         dropped += cut
         if summaries:
-            _replace(f, b"".join(kept))
+            write_bytes_atomic(f, b"".join(kept))
         else:
             f.unlink()
     return dropped
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data``: a temporary beside it (a dot name, which no reader takes for
-    an event file), fsynced, renamed over it; a crash leaves the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.filename is None:
-            exc.filename = str(path)
-        raise
 
 
 def read_scalars(logdir: Path, *, allow_partial: bool = False) -> dict[str, list[tuple[int, float]]]:
