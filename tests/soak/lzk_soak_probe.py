@@ -6,7 +6,7 @@ After every ``LZK_SOAK_EVERY``-th collect (default 10) it appends one JSON line 
 
     {"collects": 120, "env_steps": 9870, "train_iter": 240,
      "buffer": 5000,            # transitions the replay buffer holds (the collect's metric)
-     "rss_mb": 530.1,           # resident set size now (/proc/self/status VmRSS)
+     "rss_mb": 530.1,           # resident set size (the collect's own sys/rss_mb)
      "fds": 31, "threads": 9,   # open file descriptors, OS threads of the process
      "traced_mb": 61.2,         # tracemalloc's traced memory after gc.collect() (only while tracing, else null)
      "top": [["file.py:123", bytes], ...]}   # tracemalloc's 30 largest sites by line (or [])
@@ -29,20 +29,12 @@ import random
 import signal
 import threading
 import tracemalloc
-from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
 
 _collects: dict[int, int] = {}
 _timers: dict[int, threading.Timer] = {}
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def open_fds() -> int:
@@ -86,7 +78,7 @@ def lzkernel_after_collect(run: Any, metrics: Mapping[str, float]) -> None:
         return
     traced, top = _top_sites()
     record = {"collects": n, "env_steps": run.env_steps, "train_iter": run.train_iter,
-              "buffer": metrics.get("buffer/transitions"), "rss_mb": rss_mb(), "fds": open_fds(),
+              "buffer": metrics.get("buffer/transitions"), "rss_mb": metrics["sys/rss_mb"], "fds": open_fds(),
               "threads": os_threads(), "traced_mb": traced, "top": top}
     with open(run.dir / "soak_probe.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from lzk_soak_probe import open_fds, os_threads, rss_mb
+from lzk_loop.skeleton import rss_mb
+from lzk_soak_probe import open_fds, os_threads
 from lzkernel.cli import main
 
 
