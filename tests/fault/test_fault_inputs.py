@@ -130,12 +130,9 @@ def test_merge_keys_may_override_what_they_merge() -> None:
 
 @pytest.mark.parametrize("damage", ["empty manifest", "arrays missing", "arrays missing, manifest rehashed",
                                     "state replaced, manifest rehashed", "arrays not a zip, manifest rehashed"])
-def test_a_damaged_committed_checkpoint_is_one_line(damage: str, finished_run: tuple[Path, Path],
+def test_a_damaged_committed_checkpoint_is_one_line(damage: str, finished_copy: tuple[Path, Path, Path],
                                                     tmp_path: Path) -> None:
-    cfg, src = finished_run
-    out = tmp_path / "out"
-    shutil.copytree(src, out)
-    step = out / "ckpt" / "step_000000000010"
+    cfg, out, step = finished_copy
     if damage == "empty manifest":
         (step / "manifest.json").write_text("{}")
         detail = "manifest.json does not list state.pt, config.yaml, meta.json"

@@ -33,16 +33,11 @@ class _Payload:
 
 
 @pytest.mark.parametrize("where", ["arrays.npz object array", "state.pt, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"])
-def test_e1_a_pickle_payload_in_a_rehashed_checkpoint_never_runs(where: str, finished_run: tuple[Path, Path],
+def test_e1_a_pickle_payload_in_a_rehashed_checkpoint_never_runs(where: str, finished_copy: tuple[Path, Path, Path],
                                                                   tmp_path: Path) -> None:
-    import shutil
-
     import torch
 
-    cfg, src = finished_run
-    out = tmp_path / "out"
-    shutil.copytree(src, out)
-    step = out / "ckpt" / "step_000000000010"
+    cfg, out, step = finished_copy
     sentinel = tmp_path / "SENTINEL"
     env = fault_env()
     if where.startswith("arrays"):
