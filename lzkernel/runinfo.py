@@ -142,7 +142,8 @@ def status(run_dir: Path) -> dict[str, Any]:
     if running:
         out.update(state="running", pid=stamp[0], started=stamp[2])
     elif summary is not None:
-        out.update(state=summary["status"], stop_reason=summary.get("stop_reason"), error=summary.get("error"))
+        out.update(state=summary["status"], stop_reason=summary.get("stop_reason"), stop_kind=summary.get("stop_kind"),
+                   error=summary.get("error"))
     elif stamp is not None and stamp[1] != host:
         out["state"] = f"held by pid {stamp[0]} on {stamp[1]} (not this host: cannot tell if it runs)"
     else:
@@ -158,9 +159,24 @@ def status(run_dir: Path) -> dict[str, Any]:
     evals = [r for r in history.records if isinstance(r.get("eval/return_mean"), (int, float))]
     out["eval_last"] = evals[-1]["eval/return_mean"] if evals else None
     out["eval_best"] = max(r["eval/return_mean"] for r in evals) if evals else None
-    budgets = dict(parse((run_dir / "config.yaml").read_text(encoding="utf-8")).get("run") or {})
+    cfg = parse((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    budgets = _block(cfg, "run")
     out["max_train_iters"], out["max_env_steps"] = budgets.get("max_train_iters"), budgets.get("max_env_steps")
+    out.update(what(cfg))
     return out
+
+
+def _block(cfg: Any, name: str) -> dict[str, Any]:
+    block = cfg.get(name) if isinstance(cfg, dict) else None
+    return block if isinstance(block, dict) else {}
+
+
+def what(cfg: Any) -> dict[str, Any]:
+    """What a run's ``config.yaml`` (parsed) trains: ``trainer`` and ``policy`` names, ``env``
+    (the gymnasium id, the game, or the env plugin's name) and ``seed`` (None where not given)."""
+    env = _block(cfg, "env")
+    return {"trainer": _block(cfg, "trainer").get("name"), "policy": _block(cfg, "policy").get("name"),
+            "env": env.get("id") or env.get("game") or env.get("name"), "seed": _block(cfg, "run").get("seed")}
 
 
 def _read_summary(path: Path) -> dict[str, Any] | None:
@@ -196,14 +212,23 @@ def budget_clock(wall: float, train_iter: int, env_steps: int, max_train_iters: 
 
 
 def format_status(st: dict[str, Any]) -> str:
-    """One line: ``runs/x: running (pid 123) | iter 1,200 | env 8,123 | eval 187.3 (best 200.0) |
-    0:02:31, 8% of the budget, ~0:27:00 to go`` (the budget's share and time to go while running)."""
+    """One line: ``runs/x: running (pid 123) | rezero/muzero on CartPole-v0, seed 0 | iter 1,200 |
+    env 8,123 | eval 187.3 (best 200.0) | 0:02:31, 8% of the budget, ~0:27:00 to go`` (the budget's
+    share and time to go while running)."""
     state = st["state"]
     if state in ("running", "starting"):
         state = f"{state} (pid {st['pid']})"
     elif st.get("stop_reason") or st.get("error"):
         state = f"{state}: {st.get('error') or st['stop_reason']}"
-    parts = [f"{st['run_dir']}: {state}", f"iter {st['train_iter']:,}", f"env {st['env_steps']:,}"]
+    parts = [f"{st['run_dir']}: {state}"]
+    label = "/".join(dict.fromkeys(str(n) for n in (st.get("trainer"), st.get("policy")) if n))  # muzero once
+    if st.get("env"):
+        label = f"{label} on {st['env']}" if label else str(st["env"])
+    if st.get("seed") is not None:
+        label = f"{label}, seed {st['seed']}" if label else f"seed {st['seed']}"
+    if label:
+        parts.append(label)
+    parts += [f"iter {st['train_iter']:,}", f"env {st['env_steps']:,}"]
     if st["eval_last"] is not None:
         parts.append(f"eval {st['eval_last']:.1f} (best {st['eval_best']:.1f})")
     wall = float(st["wall_time"] or 0.0)

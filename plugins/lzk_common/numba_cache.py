@@ -33,6 +33,35 @@ def cache_is_warm(kernels: Sequence[Any]) -> bool:
     return True
 
 
+_ANNOUNCER: Any = None  # the numba.core.event.Listener registered by announce_compiles
+
+
+def announce_compiles() -> None:
+    """Log once per process when numba first compiles something in it. A cold cache (the first
+    run after an install or a source change) spends 10-20 s compiling the search kernels before
+    the first collect shows anything; loading them from the cache fires no such event, so a warm
+    run logs nothing. Idempotent (the kernel's run-start hook of this library calls it)."""
+    global _ANNOUNCER
+    if _ANNOUNCER is not None:
+        return
+    from numba.core import event
+
+    class FirstCompile(event.Listener):
+        said = False
+
+        def on_start(self, ev: Any) -> None:
+            if not self.said:  # a flag, not unregister: numba is iterating its listeners here
+                self.said = True
+                log.info("compiling numba kernels (the first run after an install or a source change, "
+                         "10-20 s; later runs load them from the cache)")
+
+        def on_end(self, ev: Any) -> None:
+            pass
+
+    _ANNOUNCER = FirstCompile()
+    event.register("numba:compile", _ANNOUNCER)
+
+
 def mark_warming(warm: str) -> None:
     """Called first by a warm entry: this process is the one that compiles (no recursion)."""
     _WARMED.add(warm)

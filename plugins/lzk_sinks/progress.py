@@ -54,8 +54,8 @@ def _show(run: Any, force: bool = False, final: bool = False) -> None:
         parts.append(f"resuming from {Path(run.resume_path).name}")  # its counters not loaded yet
     elif st["eval"] is None and run.env_steps == 0:
         # Before the first event. Whether numba kernels will be compiled is not known here (the
-        # policy is built later); the code that compiles them says so when it does
-        # (lzk_common.numba_cache.ensure_cached logs it).
+        # policy is built later); numba's first compilation in the run is logged where it
+        # happens (lzk_common.numba_cache: ensure_cached, announce_compiles).
         parts.append("starting")
     cfg = run.cfg
     parts.append(budget_clock(wall, run.train_iter, run.env_steps,

@@ -258,3 +258,39 @@ def test_an_env_that_does_not_come_back_is_named_on_restore() -> None:
     meta, arrays = env.state_dict()
     with pytest.raises(ValueError, match="toy.*did not reproduce the saved obs.*not deterministic"):
         GymVectorEnv("toy", GlobalRngEnv, 2, 0, (2,), 3).load_state_dict(meta, arrays)
+
+
+class WarningToyEnv(MaskedToyEnv):
+    """MaskedToyEnv whose constructor warns (a warning of the env's own, not gymnasium's notice)."""
+
+    def __init__(self) -> None:
+        import warnings
+
+        warnings.warn("toy env: deprecated keyword", UserWarning)
+        super().__init__()
+
+
+gymnasium.register("LzkTest/WarningToy-v0", entry_point=WarningToyEnv, disable_env_checker=True)
+
+
+def test_an_outdated_id_is_one_log_line_and_other_warnings_pass(monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """CartPole-v0 (used on purpose) makes gymnasium warn that v1 exists at every env made: it
+    becomes one log line per id and process; an env's own warnings still reach the caller."""
+    import logging
+    import warnings
+
+    from lzk_envs import gym as gym_adapter
+
+    monkeypatch.setattr(gym_adapter, "_OUTDATED_NOTED", set())
+    caplog.set_level(logging.INFO, logger="lzkernel")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = make_gym_env(GymEnvConfig(id="CartPole-v0"), None)
+        spec.make_vector(2, seed=0).close()
+        spec.make_vector(1, seed=1).close()
+        make_gym_env(GymEnvConfig(id="LzkTest/WarningToy-v0"), None)
+    assert [str(w.message) for w in caught if "out of date" in str(w.message)] == []
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == ["toy env: deprecated keyword"]
+    notes = [r.getMessage() for r in caplog.records if "newer version" in r.getMessage()]
+    assert notes == ["env.id CartPole-v0: gymnasium has a newer version of this env; using CartPole-v0 as configured"]

@@ -66,6 +66,12 @@ def test_finished_run_line_and_bad_directories(tmp_path: Path) -> None:
     assert lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path).returncode == 0
     proc = lzk(["status", out], tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith(f"{out}: finished") and "| iter 7 |" in proc.stdout
+    assert "| fault_loop, seed 0 | iter 7 |" in proc.stdout  # what ran (no policy, no env in this config)
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**summary, "stop_kind": "max_train_iters"}))  # fault_loop sets none
+    (st,) = _status(tmp_path, out)
+    assert (st["stop_kind"], st["trainer"], st["policy"], st["env"], st["seed"]) == (
+        "max_train_iters", "fault_loop", None, None, 0)
     (out / "summary.json").unlink()  # an lzkernel before summary.json: counters from the checkpoint
     (st,) = _status(tmp_path, out)
     assert st["state"].startswith("ended without a summary") and st["train_iter"] == 7
@@ -101,3 +107,17 @@ def test_the_line_of_a_running_run_estimates_the_time_left() -> None:
           "max_env_steps": 100_000}
     assert format_status(st) == ("runs/x: running (pid 42) | iter 250 | env 20,000 | eval 187.2 (best 200.0) | "
                                  "0:10:00, 25% of the budget, ~0:30:00 to go")
+
+
+def test_the_line_names_the_algorithm_env_and_seed() -> None:
+    st = {"run_dir": "runs/x", "state": "finished", "stop_reason": "solved: eval 195.3 >= 195", "stop_kind": "solved",
+          "train_iter": 1100, "env_steps": 10_901, "wall_time": 150.5, "eval_last": 195.3, "eval_best": 195.3,
+          "max_train_iters": None, "max_env_steps": 100_000}
+    rows = {("rezero", "muzero", "CartPole-v0", 3): "rezero/muzero on CartPole-v0, seed 3",
+            ("muzero", "muzero", "CartPole-v0", 0): "muzero on CartPole-v0, seed 0",  # the same name once
+            ("alphazero", "alphazero", "connect_four", None): "alphazero on connect_four",
+            (None, None, None, 7): "seed 7"}
+    for (trainer, policy, env, seed), label in rows.items():
+        line = format_status({**st, "trainer": trainer, "policy": policy, "env": env, "seed": seed})
+        assert line == f"runs/x: finished: solved: eval 195.3 >= 195 | {label} | iter 1,100 | env 10,901 | " \
+                       "eval 195.3 (best 195.3) | 0:02:30", line
