@@ -83,6 +83,7 @@ class RunContext:
         self._signals_seen = 0
         self._old_handlers: dict[int, Any] = {}
         self._resume_path: Path | None = None
+        self._resume_meta: dict[str, Any] | None = None
         self._watchdog: StallWatchdog | None = None
         self._lock: rundir.RunDirLock | None = None
         self.comm: Any = None
@@ -334,6 +335,22 @@ class RunContext:
     @property
     def resume_path(self) -> Path | None:
         return self._resume_path
+
+    @property
+    def resume_meta(self) -> dict[str, Any]:
+        """The resumed checkpoint's ``meta.json`` (``step``, ``time`` it was saved, ``train_iter``,
+        ``env_steps``, ``wall_time``, ...), read once for every sink that needs it; ``{}`` for a
+        fresh run or a meta that cannot be read. Checkpoints of older lzkernels lack some keys
+        (``wall_time`` before 2026-12-07): readers check each key."""
+        if self._resume_meta is None:
+            meta: Any = {}
+            if self._resume_path is not None:
+                try:
+                    meta = json.loads((self._resume_path / "meta.json").read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    meta = {}
+            self._resume_meta = meta if isinstance(meta, dict) else {}
+        return self._resume_meta
 
     def _explicit_resume(self) -> tuple[Path, int] | None:
         """``--resume PATH``, verified (no writes: a bad path leaves no run directory behind), and

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import IO, Any, Mapping
 
 from lzkernel import hookimpl
@@ -49,15 +48,12 @@ def _write(run: Any, event: str, metrics: Mapping[str, float]) -> None:
         raise
 
 
-def _resume_record(checkpoint: Path) -> dict[str, Any]:
-    """The resume record of ``checkpoint``: its counters and wall time from its ``meta.json``
+def _resume_record(run: Any) -> dict[str, Any]:
+    """The resume record of ``run``'s checkpoint: its counters and wall time from its ``meta.json``
     (a checkpoint written before meta held ``wall_time`` gives none: readers then go by
     ``train_iter``)."""
-    record: dict[str, Any] = {"event": RESUME_EVENT, "checkpoint": str(checkpoint)}
-    try:
-        meta = json.loads((checkpoint / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        meta = {}
+    record: dict[str, Any] = {"event": RESUME_EVENT, "checkpoint": str(run.resume_path)}
+    meta = run.resume_meta
     for key in ("train_iter", "env_steps", "wall_time"):
         if isinstance(meta.get(key), (int, float)):
             record[key] = meta[key]
@@ -69,7 +65,7 @@ def lzkernel_run_start(run: Any) -> None:
     if run.dir is not None:
         _files[id(run)] = open(run.dir / "metrics.jsonl", "a", encoding="utf-8")
         if run.resume_path is not None:
-            _resumed[id(run)] = _resume_record(Path(run.resume_path))
+            _resumed[id(run)] = _resume_record(run)
 
 
 @hookimpl

@@ -25,7 +25,6 @@ words, for scripts; null when the loop did not reach its end (an error) or a tra
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
@@ -57,9 +56,8 @@ def earlier_evals(run: Any) -> dict[str, Any]:
     ev: dict[str, Any] = {"count": 0, "last": None, "best": None}
     if run.resume_path is None or run.dir is None or not (run.dir / "metrics.jsonl").is_file():
         return ev
-    try:
-        step = int(json.loads((Path(run.resume_path) / "meta.json").read_text(encoding="utf-8"))["train_iter"])
-    except (OSError, ValueError, KeyError, TypeError):
+    step = run.resume_meta.get("train_iter")
+    if not isinstance(step, int):
         return ev
     records = read_history(run.dir, lambda r: r.get("event") == "eval").records
     for r in records:

@@ -22,7 +22,6 @@ call, and the run ends with one line naming the path. Files are flushed (and fsy
 """
 from __future__ import annotations
 
-import json
 import math
 import socket
 import struct
@@ -163,19 +162,20 @@ def lzkernel_run_start(run: Any) -> None:
         return
     _writers[id(run)] = run.dir / "tb"
     if run.resume_path is not None:
-        saved = _saved_at(Path(run.resume_path))
+        saved = _saved_at(run)
         if saved is not None:
             _resumed[id(run)] = saved
 
 
-def _saved_at(checkpoint: Path) -> float | None:
-    """When ``checkpoint`` was saved (its ``meta.json`` ``time``; that file's modification time
-    for a meta without it), seconds since the epoch; None when neither can be read."""
-    meta = checkpoint / "meta.json"
+def _saved_at(run: Any) -> float | None:
+    """When ``run``'s checkpoint was saved (its ``meta.json`` ``time``; that file's modification
+    time for a meta without it), seconds since the epoch; None when neither can be read."""
+    saved = run.resume_meta.get("time")
+    if isinstance(saved, (int, float)):
+        return float(saved)
     try:
-        saved = json.loads(meta.read_text(encoding="utf-8")).get("time")
-        return float(saved) if isinstance(saved, (int, float)) else meta.stat().st_mtime
-    except (OSError, ValueError, AttributeError):
+        return (Path(run.resume_path) / "meta.json").stat().st_mtime
+    except OSError:
         return None
 
 

@@ -15,6 +15,8 @@ def _run(**kw) -> SimpleNamespace:
     base = dict(is_main=True, cfg=SimpleNamespace(progress=True, max_train_iters=10**9, max_env_steps=100_000),
                 wall_time=0.01, train_iter=0, env_steps=0, status_text="", resume_path=None, dir=None)
     base.update(kw)
+    resume = base["resume_path"]  # RunContext.resume_meta: the checkpoint's meta.json, {} when fresh
+    base.setdefault("resume_meta", {} if resume is None else json.loads((Path(resume) / "meta.json").read_text()))
     return SimpleNamespace(**base)
 
 
