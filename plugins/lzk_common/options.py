@@ -55,7 +55,8 @@ class SearchOptions(VisitTemperatureOptions):
     dirichlet_alpha: float = option(0.3, doc="Root Dirichlet noise α.", min=0.0, min_exclusive=True)
     noise_fraction: float = option(0.25, doc="Root prior mixing weight of the noise.", min=0.0, max=1.0)
     value_delta_max: float = option(0.01, doc="Floor on the min-max span in value normalisation.", min=0.0)
-    reanalyze_noise: bool = option(True, doc="Add root Dirichlet noise in reanalyse searches.")
+    reanalyze_noise: bool = option(True, doc="Root noise in reanalyse searches: Dirichlet noise (pUCT), "
+                                   "the Gumbel draw (search_algorithm: gumbel).")
     search_threads: int = option(
         1, doc="torch intra-op threads while acting and searching (restored afterwards); 0 leaves "
         "the process setting. Search batches are small matmuls: one thread is fastest, and a "

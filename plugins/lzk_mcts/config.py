@@ -40,7 +40,7 @@ class SearchConfig:
     gumbel_maxvisit_init: float = 50.0  # c_visit of σ(q̂) = (c_visit + max N)·c_scale·q̂
     gumbel_value_scale: float = 0.1  # c_scale of σ
     #: What q̂ rescales the completed Qs by: "node" (min and max of the node's children's completed
-    #: Qs, the paper's and mctx's) or "tree" (those widened by the tree's min-max statistics).
+    #: Qs, mctx's; legal actions only) or "tree" (those widened by the tree's min-max statistics).
     gumbel_rescale: str = "node"
 
     def __post_init__(self) -> None:

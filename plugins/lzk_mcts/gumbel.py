@@ -14,7 +14,7 @@ What differs from pUCT (:mod:`lzk_mcts.tree`), as in the paper:
 * **Completed Q.** Q(a) = r + γ·v of a visited child (signed by player as everywhere else); an
   unvisited child takes the mixed value ``(v̂ + Σ N · Σ_visited π q / Σ_visited π)/(1 + Σ N)``
   (v̂: the network's value of the node); q̂ rescales the completed Qs of a node's legal
-  children to [0, 1] by their min and max (``gumbel_rescale: node``, the paper's and mctx's), or
+  children to [0, 1] by their min and max (``gumbel_rescale: node``, mctx's, over legal actions only), or
   by the tree's min-max statistics widened by them (``tree``, the range pUCT normalises by);
   ``σ(q̂) = (c_visit + max_a N(a))·c_scale·q̂``.
 * **Outputs.** The action is the Sequential Halving winner (among the most visited actions, the
