@@ -164,3 +164,36 @@ def test_tree_rescale_keeps_the_size_of_a_two_action_q_difference() -> None:
 def test_gumbel_rescale_is_validated() -> None:
     with pytest.raises(ValueError, match="gumbel_rescale"):
         _gumbel(gumbel_rescale="global")
+
+
+@pytest.mark.parametrize("illegal,visits,action", [([1, 0, 0, 1], [0, 9, 8, 0], 1), ([0, 0, 0, 0], [6, 2, 2, 7], 3)])
+def test_mctx_published_bandit_expectations(illegal: list[int], visits: list[int], action: int) -> None:
+    """mctx's own unit tests of ``gumbel_muzero_policy`` (``test_gumbel_muzero_policy`` and its
+    ``_without_invalid_actions`` twin): a terminal bandit (reward = rewards[a], discount 0, value 0),
+    logits [0, -1, 2, 3], rewards [20, 3, -1, 10], 17 simulations, c_visit 60, c_scale 0.05, root
+    value -5. mctx asserts these visit counts and actions (they do not depend on its Gumbel draw
+    here, so g = 0 reproduces them); where every action is legal, its improved policy is
+    softmax(logits + σ(q̂)) with the completed Qs rescaled over the actions."""
+    from lzk_mcts import StepOutput
+
+    logits = np.array([[0.0, -1.0, 2.0, 3.0]], np.float32)
+    rewards = np.array([20.0, 3.0, -1.0, 10.0])
+    legal = ~np.asarray(illegal, bool)[None]
+
+    def bandit(parent_slot: np.ndarray, actions: np.ndarray, child_slot: np.ndarray) -> StepOutput:
+        n = len(actions)
+        return StepOutput(reward=rewards.astype(np.float32)[actions], value=np.zeros(n, np.float32),
+                          prior_logits=np.zeros((n, 4), np.float32), discount=np.zeros(n))
+
+    cfg = SearchConfig(num_simulations=17, algorithm="gumbel", gumbel_maxvisit_init=60.0, gumbel_value_scale=0.05,
+                       discount=0.997)
+    res = lzk_mcts.search(bandit, logits, legal, np.array([-1]), cfg, np.random.default_rng(0), add_noise=False,
+                          deterministic=True, root_value=np.array([-5.0], np.float32))
+    n = res.visit_counts[0]
+    assert n.tolist() == visits and int(res.action[0]) == action
+    if legal.all():  # mctx's expected policy, by its formula with these visits
+        prior = np.exp(logits[0] - logits[0].max()) / np.exp(logits[0] - logits[0].max()).sum()
+        mixed = (-5.0 + n.sum() * (prior * rewards)[n > 0].sum() / prior[n > 0].sum()) / (n.sum() + 1)
+        q = np.where(n > 0, rewards, mixed)
+        z = logits[0] + (60.0 + n.max()) * 0.05 * (q - q.min()) / (q.max() - q.min())
+        np.testing.assert_allclose(res.policy_target[0], np.exp(z - z.max()) / np.exp(z - z.max()).sum(), atol=1e-6)
