@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 from lzk_alphazero.config import AlphaZeroPolicyConfig
 from lzk_alphazero.policy import AlphaZeroPolicy
 from lzk_envs.openspiel import OpenSpielEnvSpec
+from lzkernel.config.loader import load_tree
 from lzkernel.config.schema import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ CASES = [("connect4_alphazero.yaml", 8, 50), ("tictactoe_alphazero.yaml", 8, 25)
 
 
 def _policy(config: str, sims: int) -> tuple[AlphaZeroPolicy, OpenSpielEnvSpec]:
-    data = yaml.safe_load((ROOT / "configs" / config).read_text())
+    data, _ = load_tree(ROOT / "configs" / config)  # the strict parse, with any base config merged
     env, pol = data["env"], data["policy"]
     spec = OpenSpielEnvSpec.load(env["game"], env.get("params"), to_play_plane=env.get("to_play_plane", True),
                                  mover_planes=env.get("mover_planes", ()))

@@ -203,12 +203,12 @@ def _explain(args: argparse.Namespace, kernel: object) -> int:
     sections' ``name`` alone, so that it also explains a config that does not validate yet (a
     required key missing, a wrong value): the listing first, then the problems (exit 2)."""
     from lzkernel.component import ROLES
-    from lzkernel.config.loader import DEFAULT_SECTIONS, apply_overrides, load_config, load_yaml
+    from lzkernel.config.loader import DEFAULT_SECTIONS, apply_overrides, load_config, load_tree
     from lzkernel.config.run_config import RunConfig
     from lzkernel.config.schema import REQUIRED, describe
 
     registry = kernel.registry  # type: ignore[attr-defined]
-    tree, _ = apply_overrides(load_yaml(args.config), args.overrides)
+    tree, _ = apply_overrides(load_tree(args.config)[0], args.overrides)
     rows = describe(RunConfig, "run")
     for role in ROLES:
         section = tree.get(role, DEFAULT_SECTIONS.get(role))

@@ -1,4 +1,5 @@
-"""Reading a config: strict YAML (safe tags, no duplicate keys, bounded aliases), dotted overrides, resolution.
+"""Reading a config: strict YAML (safe tags, no duplicate keys, bounded aliases), the configs it
+extends (``base:``, :mod:`lzkernel.config.inherit`), dotted overrides, resolution.
 
 Resolution validates ``run`` against :class:`RunConfig` and every role section against the
 schema of the component its ``name`` picks, collecting all problems before failing.
@@ -13,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from lzkernel.component import ROLES
+from lzkernel.config.inherit import load_with_bases
 from lzkernel.config.run_config import RunConfig
 from lzkernel.config.schema import suggest, to_dict, validate
 from lzkernel.config.strict_yaml import AliasBombError, parse
@@ -44,6 +46,12 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: not a UTF-8 text file (byte {exc.start} is {raw[exc.start:exc.start + 1]!r}); "
                           "a config is YAML text") from None
     return _parse_tree(text, str(p))
+
+
+def load_tree(path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """``path`` parsed strictly with the configs it extends (``base:``,
+    :mod:`lzkernel.config.inherit`) merged under it; and, per dotted key, the file that set it."""
+    return load_with_bases(Path(path), load_yaml)
 
 
 def _parse_tree(text: str, where: str) -> dict[str, Any]:
@@ -165,10 +173,13 @@ class ResolvedConfig:
 
 
 def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>",
-            from_overrides: set[str] | None = None) -> ResolvedConfig:
-    """Validate the whole tree; raise one :class:`ConfigError` listing every problem."""
+            from_overrides: set[str] | None = None, origins: Mapping[str, str] | None = None) -> ResolvedConfig:
+    """Validate the whole tree; raise one :class:`ConfigError` listing every problem (a problem
+    with a key that a command-line override or a base config set says so: ``origins`` maps
+    dotted keys to the file that set them)."""
     problems: list[str] = []
     from_overrides = from_overrides or set()
+    origins = origins or {}
     for key in tree:
         if key not in SECTIONS:
             problems.append(f"{key}: unknown section{suggest(str(key), SECTIONS)}; sections are {', '.join(SECTIONS)}")
@@ -215,7 +226,11 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
         annotated = []
         for p in problems:
             key = p.split(":", 1)[0]
-            annotated.append(p + (" (from a command-line override)" if key in from_overrides else ""))
+            if key in from_overrides:
+                p += " (from a command-line override)"
+            elif origins.get(key, source) != source:
+                p += f" (set in base config {origins[key]})"
+            annotated.append(p)
         raise ConfigError(_listing(f"invalid config {source}", annotated), annotated)
     assert run_cfg is not None
     return ResolvedConfig(run_cfg, sections, source)
@@ -234,9 +249,9 @@ def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) 
     (:func:`lzkernel.config.compat.check_compatibility`)."""
     from lzkernel.config.compat import check_compatibility
 
-    tree = load_yaml(path)
+    tree, origins = load_tree(path)
     tree, touched = apply_overrides(tree, overrides)
-    config = resolve(tree, registry, str(path), touched)
+    config = resolve(tree, registry, str(path), touched, origins)
     problems = check_compatibility(config, registry)
     if problems:
         raise ConfigError(_listing(f"incompatible components in {path}", problems), problems)

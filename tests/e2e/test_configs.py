@@ -46,9 +46,9 @@ ENV = {"atari": ["env.max_episode_steps=60", "env.frame_size=32", "update_schedu
 
 
 def _overrides(config: Path, out_dir: Path) -> list[str]:
-    import yaml
+    from lzkernel.config.loader import load_tree
 
-    data = yaml.safe_load(config.read_text())
+    data, _ = load_tree(config)  # with the sections of the config it extends (base:)
     extra = (POLICY.get(data["policy"]["name"], []) + COLLECTOR.get(data["collector"]["name"], [])
              + SCHEDULE.get(data["update_schedule"]["name"], []) + TRAINER.get(data["trainer"]["name"], [])
              + EVALUATOR.get(data["evaluator"]["name"], []) + ENV.get(data["env"]["name"], []))

@@ -1,0 +1,126 @@
+"""Config inheritance (``base:``, lzkernel.config.inherit): merge rules, relative paths, chains and
+lists of bases, where a bad key came from, the one-line errors, and the shipped variant configs
+being their base plus exactly the changes their comments name."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lzkernel import ConfigError
+from lzkernel.config.inherit import MAX_DEPTH, dotted_keys, merge
+from lzkernel.config.loader import load_config, load_tree
+from lzkernel.pluginmanager import Kernel
+
+from ._util import REPO, assert_config_error, clean_env, lzk
+
+CONFIGS = REPO / "configs"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_mappings_merge_and_everything_else_replaces() -> None:
+    under = {"run": {"seed": 0, "out_dir": "a"}, "policy": {"name": "muzero", "model": {"latent_dim": 128, "ssl": True},
+                                                            "sizes": [1, 2, 3]}}
+    over = {"run": {"out_dir": "b"}, "policy": {"model": {"ssl": False}, "sizes": [4]}}
+    assert merge(under, over) == {"run": {"seed": 0, "out_dir": "b"},
+                                  "policy": {"name": "muzero", "model": {"latent_dim": 128, "ssl": False}, "sizes": [4]}}
+    assert under["policy"]["model"]["ssl"] is True  # inputs untouched
+    # Another component in a section: its options replace the base's whole (they belong to another schema).
+    assert merge({"trainer": {"name": "muzero", "reanalyze_ratio": 0.0}},
+                 {"trainer": {"name": "rezero", "reuse_search": True}}) == {"trainer": {"name": "rezero", "reuse_search": True}}
+    # The same name (or none given) merges.
+    assert merge({"trainer": {"name": "rezero", "a": 1}}, {"trainer": {"name": "rezero", "b": 2}}) == \
+        {"trainer": {"name": "rezero", "a": 1, "b": 2}}
+    assert dotted_keys({"a": {"b": 1, "c": {"d": 2}}}) == ["a", "a.b", "a.c", "a.c.d"]
+
+
+def test_relative_paths_chains_and_lists_of_bases(tmp_path: Path) -> None:
+    _write(tmp_path / "common" / "grand.yaml", "run: {seed: 1, out_dir: g, log_every: 7}\ntrainer: {name: t, x: 1}\n")
+    _write(tmp_path / "common" / "parent.yaml", "base: grand.yaml\nrun: {out_dir: p}\ntrainer: {y: 2}\n")
+    _write(tmp_path / "extra.yaml", "run: {seed: 3}\ntrainer: {x: 9}\n")
+    child = _write(tmp_path / "exp" / "child.yaml",
+                   f"base: [../common/parent.yaml, {tmp_path / 'extra.yaml'}]\ntrainer: {{z: 3}}\n")
+    tree, origins = load_tree(child)
+    # parent over grand, extra over both (listed later), the child over all; no base key left
+    assert tree == {"run": {"seed": 3, "out_dir": "p", "log_every": 7}, "trainer": {"name": "t", "x": 9, "y": 2, "z": 3}}
+    where = {key: Path(f).name for key, f in origins.items()}
+    assert where["run.log_every"] == "grand.yaml" and where["run.out_dir"] == "parent.yaml"
+    assert where["run.seed"] == where["trainer.x"] == "extra.yaml" and where["trainer.z"] == "child.yaml"
+
+
+def test_a_bad_key_from_a_base_names_the_base(tmp_path: Path) -> None:
+    base = _write(tmp_path / "base.yaml", (CONFIGS / "cartpole_rezero.yaml").read_text().replace(
+        "  td_steps: 5", "  td_stepz: 5"))
+    child = _write(tmp_path / "child.yaml", "base: base.yaml\npolicy: {num_simulations: 0}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(child, [], Kernel().registry)
+    problems = "\n".join(err.value.problems)
+    assert "policy.td_stepz: unknown key" in problems and f"(set in base config {base})" in problems
+    line = next(p for p in err.value.problems if p.startswith("policy.num_simulations"))
+    assert "set in base config" not in line  # the child's own key
+
+
+@pytest.mark.parametrize("case,text,needle", [
+    ("missing", "base: nowhere.yaml\n", "base: config file not found:"),
+    ("type", "base: 3\n", "base: expected a config file name or a list of them, got 3"),
+    ("empty list", "base: []\n", "base: expected a config file name or a list of them"),
+    ("self", "base: cfg.yaml\n", "base: cfg.yaml makes a cycle"),
+])
+def test_bad_bases_are_one_line_errors(tmp_path: Path, case: str, text: str, needle: str) -> None:
+    cfg = _write(tmp_path / "cfg.yaml", text + "trainer: {name: rezero}\n")
+    with pytest.raises(ConfigError, match="base") as err:
+        load_tree(cfg)
+    assert str(err.value).startswith(f"{cfg}: ") and needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cycles_depth_and_a_base_that_does_not_parse(tmp_path: Path) -> None:
+    _write(tmp_path / "a.yaml", "base: b.yaml\n")
+    _write(tmp_path / "b.yaml", "base: a.yaml\n")
+    with pytest.raises(ConfigError, match=r"base: a.yaml makes a cycle \(.*a.yaml -> .*b.yaml -> .*a.yaml\)"):
+        load_tree(tmp_path / "a.yaml")
+    for i in range(MAX_DEPTH + 1):
+        _write(tmp_path / f"d{i}.yaml", f"base: d{i + 1}.yaml\n" if i < MAX_DEPTH else "run: {seed: 0}\n")
+    with pytest.raises(ConfigError, match=f"more than {MAX_DEPTH} configs deep"):
+        load_tree(tmp_path / "d0.yaml")
+    assert load_tree(tmp_path / "d1.yaml")[0] == {"run": {"seed": 0}}  # exactly MAX_DEPTH deep is fine
+    _write(tmp_path / "broken.yaml", "run: {seed: [1\n")
+    with pytest.raises(ConfigError, match=f"^{tmp_path / 'broken.yaml'}:2:1: "):
+        load_tree(_write(tmp_path / "uses_broken.yaml", "base: broken.yaml\n"))
+
+
+def test_the_cli_refuses_a_bad_base_with_exit_2(tmp_path: Path) -> None:
+    cfg = _write(tmp_path / "cfg.yaml", "base: missing.yaml\ntrainer: {name: rezero}\n")
+    assert_config_error(lzk(["config", cfg], clean_env(), tmp_path), f"{cfg}: base: config file not found")
+
+
+VARIANTS = {
+    "cartpole_rezero_gumbel.yaml": ("cartpole_rezero.yaml", [
+        "run.out_dir=runs/cartpole_rezero_gumbel", "policy.search_algorithm=gumbel", "policy.gumbel_max_considered=2",
+        "policy.gumbel_rescale=tree"]),
+    "cartpole_muzero_gumbel.yaml": ("cartpole_muzero.yaml", [
+        "run.out_dir=runs/cartpole_muzero_gumbel", "policy.search_algorithm=gumbel", "policy.gumbel_max_considered=2"]),
+    "cartpole_rezero_fast.yaml": ("cartpole_rezero.yaml", [
+        "run.out_dir=runs/cartpole_rezero_fast", "run.threads=1", "trainer.reanalyze_min_transitions=1000",
+        "policy.model.proj_hidden=256", "policy.model.proj_out=256", "policy.model.pred_hidden=128",
+        "policy.model.pred_out=256", "policy.batch_size=64", "buffer.reuse_chain=segment",
+        "evaluator.every_train_iters=100", "update_schedule.updates_per_collect=25"]),
+    "cartpole_rezero_ez.yaml": ("cartpole_efficientzero.yaml", [
+        "run.out_dir=runs/cartpole_rezero_ez", "~trainer", "+trainer.name=rezero", "+trainer.buffer_reanalyze_freq=1",
+        "+trainer.reuse_search=true", "+trainer.reanalyze_min_transitions=2000", "buffer.reuse_chain=lightzero"]),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_each_variant_config_is_its_base_with_the_named_changes(variant: str) -> None:
+    """The shipped configs that extend another resolve to that config with exactly the changes
+    written in them (as command-line overrides), nothing else."""
+    base, changes = VARIANTS[variant]
+    registry = Kernel().registry
+    assert load_tree(CONFIGS / variant)[0].keys() and "base:" in (CONFIGS / variant).read_text()
+    assert load_config(CONFIGS / variant, [], registry).to_dict() == \
+        load_config(CONFIGS / base, changes, registry).to_dict()
