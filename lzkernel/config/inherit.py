@@ -38,7 +38,8 @@ def merge(under: Any, over: Any, where: str = "") -> Any:
     the top), neither modified."""
     if not isinstance(under, dict) or not isinstance(over, dict):
         return over
-    if where and "name" in over and "name" in under and over["name"] != under["name"]:
+    section = bool(where) and "." not in where  # a top-level section: run or a role
+    if section and "name" in over and "name" in under and over["name"] != under["name"]:
         return dict(over)  # rule 4: another component, the base's options do not apply to it
     out = dict(under)
     for key, value in over.items():

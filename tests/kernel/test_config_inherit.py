@@ -36,6 +36,9 @@ def test_mappings_merge_and_everything_else_replaces() -> None:
     # The same name (or none given) merges.
     assert merge({"trainer": {"name": "rezero", "a": 1}}, {"trainer": {"name": "rezero", "b": 2}}) == \
         {"trainer": {"name": "rezero", "a": 1, "b": 2}}
+    # Only a top-level section: a nested mapping with a name merges like any other.
+    assert merge({"policy": {"model": {"name": "a", "x": 1}}}, {"policy": {"model": {"name": "b"}}}) == \
+        {"policy": {"model": {"name": "b", "x": 1}}}
     assert dotted_keys({"a": {"b": 1, "c": {"d": 2}}}) == ["a", "a.b", "a.c", "a.c.d"]
 
 
