@@ -19,6 +19,20 @@ from typing import Any, Sequence
 log = logging.getLogger("lzkernel")
 
 _WARMED: set[str] = set()  # warm entries run (or being run) from this process
+_said = False  # whether this process has said that it compiles
+
+#: The one line a process logs when it (or its warm-up subprocess) first compiles kernels.
+COMPILING = ("compiling numba kernels (the first run after an install or a source change, 10-20 s; "
+             "later runs load them from the cache)")
+
+
+def say_compiling() -> None:
+    """Log :data:`COMPILING`, once per process (a warm-up subprocess and in-process compiles
+    alike: the user needs to hear it once)."""
+    global _said
+    if not _said:
+        _said = True
+        log.info(COMPILING)
 
 
 def cache_is_warm(kernels: Sequence[Any]) -> bool:
@@ -47,13 +61,8 @@ def announce_compiles() -> None:
     from numba.core import event
 
     class FirstCompile(event.Listener):
-        said = False
-
         def on_start(self, ev: Any) -> None:
-            if not self.said:  # a flag, not unregister: numba is iterating its listeners here
-                self.said = True
-                log.info("compiling numba kernels (the first run after an install or a source change, "
-                         "10-20 s; later runs load them from the cache)")
+            say_compiling()  # once; a flag, not unregister: numba is iterating its listeners here
 
         def on_end(self, ev: Any) -> None:
             pass
@@ -77,7 +86,7 @@ def ensure_cached(kernels: Sequence[Any], warm: str) -> None:
         return
     _WARMED.add(warm)
     if not cache_is_warm(kernels):
-        log.info("compiling search kernels into numba's cache (once per install or upgrade, ~15 s)")
+        say_compiling()
         module, name = warm.split(":")
         subprocess.run([sys.executable, "-c", f"from {module} import {name}; {name}()"],
                        check=False, capture_output=True, timeout=600)
