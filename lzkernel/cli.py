@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     cfg.add_argument("config")
     cfg.add_argument("overrides", nargs="*", default=[])
     cfg.add_argument("--explain", action="store_true", help="list every key with its type, default and doc")
+    cfg.add_argument("--diff", metavar="OTHER",
+                     help="print the keys where OTHER (a config file, or a run or checkpoint directory: its "
+                          "config.yaml) differs from this config, resolved both: KEY: THIS → OTHER")
     plugin_opts(cfg)
 
     ev = sub.add_parser("eval", help="play a trained policy from a checkpoint; returns, optional video",
@@ -194,7 +197,31 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args, kernel)
     config = load_config(args.config, args.overrides, kernel.registry)
+    if args.diff is not None:
+        return _diff(config.to_dict(), args.diff, kernel.registry)
     sys.stdout.write(config.to_yaml())
+    return 0
+
+
+def _diff(this: dict, other: str, registry: object) -> int:
+    """``lzkernel config A --diff B``: one line per key whose resolved value differs (defaults
+    filled in on both sides, so a key left out on one side and written with its default on the
+    other is no difference); "no differences" otherwise. Exit 0 either way."""
+    from pathlib import Path
+
+    from lzkernel.config.loader import load_config
+    from lzkernel.config.resume_check import config_changes, show_value
+
+    path = Path(other)
+    if path.is_dir():  # a run directory or a checkpoint: the resolved config it was written with
+        path = path / "config.yaml"
+        if not path.is_file():
+            raise ConfigError(f"--diff {other}: a directory without config.yaml (not a run or checkpoint directory)")
+    changes = config_changes(this, load_config(path, [], registry).to_dict())  # type: ignore[arg-type]
+    for key, a, b in changes:
+        print(f"{key}: {show_value(a, 80)} → {show_value(b, 80)}")
+    if not changes:
+        print("no differences")
     return 0
 
 

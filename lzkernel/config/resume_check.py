@@ -64,6 +64,18 @@ def _covered(rest: str, safe: tuple[str, ...]) -> bool:
     return any(rest == s or rest.startswith(s + ".") for s in safe)
 
 
+def config_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, old value, new value)`` for every leaf that differs (absent on one side:
+    :data:`_ABSENT`), sorted by key (``lzkernel config --diff``, and the resume check's start)."""
+    flat_old, flat_new = flatten(old), flatten(new)
+    changes = []
+    for key in sorted(set(flat_old) | set(flat_new)):
+        a, b = flat_old.get(key, _ABSENT), flat_new.get(key, _ABSENT)
+        if not _same(a, b):
+            changes.append((key, a, b))
+    return changes
+
+
 def incompatible_changes(
     old: Mapping[str, Any],
     new: Mapping[str, Any],
@@ -75,15 +87,11 @@ def incompatible_changes(
     ``component_safe(role, name)`` returns the component's declared ``resume_safe`` keys. A
     section whose ``name`` changed is reported by its ``name`` alone (its options belong to
     another component, listing them would bury the one change that matters)."""
-    flat_old, flat_new = flatten(old), flatten(new)
     renamed = {s for s in set(old) | set(new)
                if isinstance(old.get(s), Mapping) and isinstance(new.get(s), Mapping)
                and old[s].get("name") != new[s].get("name")}
     changes = []
-    for key in sorted(set(flat_old) | set(flat_new)):
-        a, b = flat_old.get(key, _ABSENT), flat_new.get(key, _ABSENT)
-        if _same(a, b):
-            continue
+    for key, a, b in config_changes(old, new):
         section, _, rest = key.partition(".")
         if section == "run":
             if rest.split(".")[0] in RUN_RESUME_SAFE:
@@ -101,11 +109,12 @@ def incompatible_changes(
     return changes
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any, width: int = 60) -> str:
+    """A config value in one short line: its repr cut to ``width``, "(absent)" for a missing key."""
     if value is _ABSENT:
         return "(absent)"
     text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def describe_changes(changes: list[tuple[str, Any, Any]], checkpoint: str) -> str:
@@ -113,7 +122,7 @@ def describe_changes(changes: list[tuple[str, Any, Any]], checkpoint: str) -> st
     n = len(changes)
     lines = [f"--resume: the config differs from the one checkpoint {checkpoint} was written with, in "
              f"{n} key{'s' if n != 1 else ''} that a resume cannot change:"]
-    lines += [f"  {key}: {_show(a)} → {_show(b)}" for key, a, b in changes[:MAX_LISTED]]
+    lines += [f"  {key}: {show_value(a)} → {show_value(b)}" for key, a, b in changes[:MAX_LISTED]]
     if n > MAX_LISTED:
         lines.append(f"  ... and {n - MAX_LISTED} more")
     lines.append("(a resume may change budgets, logging, cadence and run.device/threads, and the keys each "

@@ -1,6 +1,6 @@
-"""Config inheritance (``base:``, lzkernel.config.inherit): merge rules, relative paths, chains and
+"""Config files: inheritance (``base:``, lzkernel.config.inherit) — merge rules, relative paths, chains and
 lists of bases, where a bad key came from, the one-line errors, and the shipped variant configs
-being their base plus exactly the changes their comments name."""
+being their base plus exactly the changes their comments name — and ``lzkernel config --diff``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -127,3 +127,25 @@ def test_each_variant_config_is_its_base_with_the_named_changes(variant: str) ->
     assert load_tree(CONFIGS / variant)[0].keys() and "base:" in (CONFIGS / variant).read_text()
     assert load_config(CONFIGS / variant, [], registry).to_dict() == \
         load_config(CONFIGS / base, changes, registry).to_dict()
+
+
+def test_config_diff_against_a_file_and_a_run_directory(tmp_path: Path) -> None:
+    """``lzkernel config A --diff B``: the keys whose resolved values differ, A's then B's; a run
+    or checkpoint directory stands for its config.yaml; no difference says so."""
+    env = clean_env()
+    proc = lzk(["config", CONFIGS / "cartpole_rezero.yaml", "--diff", CONFIGS / "cartpole_rezero_gumbel.yaml"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "policy.gumbel_max_considered: 16 → 2", "policy.gumbel_rescale: 'node' → 'tree'",
+        "policy.search_algorithm: 'puct' → 'gumbel'", "run.out_dir: 'runs/cartpole_rezero' → 'runs/cartpole_rezero_gumbel'"]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    resolved = lzk(["config", CONFIGS / "cartpole_rezero_gumbel.yaml", "policy.num_simulations=50"], env, tmp_path)
+    (run_dir / "config.yaml").write_text(resolved.stdout)  # what a run directory holds: the resolved config
+    proc = lzk(["config", CONFIGS / "cartpole_rezero_gumbel.yaml", "--diff", run_dir], env, tmp_path)
+    assert proc.stdout.splitlines() == ["policy.num_simulations: 25 → 50"]
+    proc = lzk(["config", CONFIGS / "cartpole_rezero_gumbel.yaml", "policy.num_simulations=50", "--diff", run_dir],
+               env, tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "no differences"
+    assert_config_error(lzk(["config", CONFIGS / "cartpole_rezero.yaml", "--diff", tmp_path], env, tmp_path),
+                        f"--diff {tmp_path}: a directory without config.yaml")
