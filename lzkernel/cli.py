@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="YAML config file")
     run.add_argument("overrides", nargs="*", default=[], help="a.b=VALUE, +a.new=VALUE, ~a.b")
     run.add_argument("--resume", metavar="auto|PATH", help="resume from the newest checkpoint (auto) or PATH")
+    run.add_argument("--seeds", nargs="+", metavar="S",
+                     help="one run per seed, one after another, in <run.out_dir>/seed_<S> (then a status line each)")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     plugin_opts(run)
 
@@ -122,6 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel = _kernel(args)
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
+    if args.seeds:
+        return _run_seeds(args, config.run.out_dir)
     kernel.hook.lzkernel_configure(config=config.to_dict())
 
     from lzkernel.run import RunContext  # imports numpy; torch is imported when the run starts
@@ -144,6 +148,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"continue with: {_resume_command(args, run.world_size)}", file=sys.stderr, flush=True)
         return 128 + run.stop_signal
     return 0
+
+
+def _run_seeds(args: argparse.Namespace, out_dir: str) -> int:
+    """``--seeds``: the config validated here (exit 2 before any seed starts), then one
+    ``lzkernel run`` per seed (:mod:`lzkernel.sweep`)."""
+    from lzkernel.sweep import run_seeds
+
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ConfigError(f"--seeds {' '.join(map(str, args.seeds))}: a seed is repeated (each gets one run directory)")
+    if args.resume not in (None, "auto"):
+        raise ConfigError(f"--resume {args.resume} with --seeds: a checkpoint belongs to one run; use --resume auto "
+                          "(each seed resumes its own directory)")
+    if any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
+        raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
+    # run.out_dir (the file's or an override's) is the sweep's directory; each seed gets its own below it
+    overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
+    plugins = [x for p in args.plugins for x in ("-p", p)]
+    autoload = ["--disable-plugin-autoload"] if args.disable_plugin_autoload else []
+    return run_seeds(args.config, overrides, args.seeds, out_dir, [*plugins, *autoload], args.resume)
 
 
 def _resume_command(args: argparse.Namespace, world_size: int) -> str:
@@ -379,6 +402,12 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     """Parse ``argv``; overrides given after an option (``CONFIG --resume auto a.b=1``) join the
     others in the order written (argparse alone calls them unrecognized)."""
     args, extra = parser.parse_known_args(argv)
+    if getattr(args, "seeds", None):  # `--seeds 0 1 a.b=2`: the seeds end at the first override
+        seeds = list(args.seeds)
+        cut = next((i for i, x in enumerate(seeds) if not x.lstrip("-").isdigit()), len(seeds))
+        if cut == 0:
+            parser.error(f"--seeds: expected integer seeds, got {seeds[0]!r}")
+        args.seeds, extra = [int(x) for x in seeds[:cut]], [*seeds[cut:], *extra]
     if extra:
         if getattr(args, "command", None) in ("run", "config", "eval") and not any(x.startswith("-") for x in extra):
             args.overrides = [*args.overrides, *extra]

@@ -1,0 +1,83 @@
+"""``lzkernel run CONFIG --seeds 0 1 2``: one run per seed, one after another, each in its own
+directory ``<run.out_dir>/seed_<S>``, then one status line per seed.
+
+Each seed runs as its own ``lzkernel run`` process (same config, overrides and plugin options,
+plus ``run.seed=S`` and its directory), so nothing one run leaves in a process (numba's and
+torch's thread pools, signal handlers, plugin state) reaches the next, and each run directory is
+exactly what a single run would write: ``lzkernel status``, ``plot`` (the seeds drawn as a median
+with a band), ``eval`` and ``--resume auto`` work on them unchanged. One at a time, because on a
+small machine two runs side by side halve each other's speed.
+
+A seed that fails (exit 1) is reported and the next one starts; a stop by signal (Ctrl-C reaches
+the running seed directly; a SIGTERM to this process is passed on to it) ends the sweep after the
+seed has saved its checkpoint. The exit code is the first non-zero one of the seeds, else 0.
+Continuing a stopped sweep: the same command with ``--resume auto`` (each seed resumes its own
+directory, or starts if it has none yet).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+#: Exit codes of a seed stopped by a signal (128 + SIGINT, 128 + SIGTERM): they end the sweep.
+STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+def seed_dir(out_dir: str | Path, seed: int) -> Path:
+    """Where seed ``seed`` of a sweep writes its run."""
+    return Path(out_dir) / f"seed_{seed}"
+
+
+def seed_command(config: str, overrides: Sequence[str], seed: int, out_dir: Path, plugin_args: Sequence[str],
+                 resume: str | None) -> list[str]:
+    """The ``lzkernel run`` command line of one seed (later ``key=value`` overrides win)."""
+    tail = ["--resume", resume] if resume else []
+    return [sys.executable, "-m", "lzkernel", "run", config, *overrides, f"run.seed={seed}",
+            f"run.out_dir={out_dir}", *plugin_args, *tail]
+
+
+def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_dir: str,
+              plugin_args: Sequence[str], resume: str | None) -> int:
+    """Run ``seeds`` one after another (module docstring); returns the sweep's exit code."""
+    from lzkernel.runinfo import format_status, status
+
+    codes: dict[int, int] = {}
+    current: list[subprocess.Popen[bytes]] = []
+
+    def forward(signum: int, frame: Any) -> None:  # SIGTERM to the sweep: the running seed saves and stops
+        for proc in current:
+            proc.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        for i, seed in enumerate(seeds):
+            directory = seed_dir(out_dir, seed)
+            cmd = seed_command(config, overrides, seed, directory, plugin_args, resume)
+            print(f"lzkernel: seed {seed} ({i + 1} of {len(seeds)}) in {directory}: {shlex.join(cmd[3:])}",
+                  file=sys.stderr, flush=True)
+            proc = subprocess.Popen(cmd, env=os.environ.copy())
+            current[:] = [proc]
+            while True:
+                try:
+                    codes[seed] = proc.wait()
+                    break
+                except KeyboardInterrupt:  # the seed got the same Ctrl-C: wait for it to save and exit
+                    continue
+            current.clear()
+            if codes[seed] in STOPPED:
+                break
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(f"lzkernel: {len(codes)} of {len(seeds)} seeds run:", file=sys.stderr, flush=True)
+    for seed in codes:
+        try:
+            line = format_status(status(seed_dir(out_dir, seed)))
+        except Exception as exc:  # noqa: BLE001 - a seed that wrote nothing still gets its line
+            line = f"{seed_dir(out_dir, seed)}: {exc}"
+        print(f"  exit {codes[seed]:>3}  {line}", file=sys.stderr, flush=True)
+    return next((code for code in codes.values() if code != 0), 0)

@@ -1,0 +1,79 @@
+"""``lzkernel run CONFIG --seeds ...`` (lzkernel.sweep): one run directory per seed, one after
+another; a failing seed does not stop the others, a signal stops the sweep after the running
+seed saved, ``--resume auto`` continues it; bad combinations are refused before any seed runs."""
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import yaml
+from fault_helpers import assert_one_line_error, loop_config, lzk, popen, read_metrics, wait_for
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_each_seed_gets_its_own_run_and_a_status_line(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 6})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "3", "5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["seed_3", "seed_5"]
+    for seed in (3, 5):
+        run_dir = out / f"seed_{seed}"
+        resolved = yaml.safe_load((run_dir / "config.yaml").read_text())["run"]
+        assert (resolved["seed"], resolved["out_dir"]) == (seed, str(run_dir))
+        assert _summary(run_dir)["status"] == "finished" and read_metrics(run_dir)[-1]["train_iter"] == 6
+        assert f"exit   0  {run_dir}: finished" in proc.stderr
+    assert "2 of 2 seeds run" in proc.stderr
+
+
+def test_a_failing_seed_does_not_stop_the_others(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 6}, trainer={"raise_rank": 0, "raise_at_iter": 2})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    for seed in (0, 1):
+        assert _summary(out / f"seed_{seed}")["status"] == "failed"
+        assert f"exit   1  {out / f'seed_{seed}'}: failed" in proc.stderr
+
+
+def test_a_signal_stops_the_sweep_and_resume_auto_continues_it(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 200, "checkpoint_every": 10},
+                      trainer={"sleep_s": 0.02})
+    proc = popen(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path)
+    first = out / "seed_0"
+    try:
+        wait_for(lambda: (first / "metrics.jsonl").is_file() and len(read_metrics(first)) >= 20, 60,
+                 "20 iterations of seed 0", proc)
+        proc.send_signal(signal.SIGTERM)  # to the sweep: passed on to the running seed
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err[-3000:]
+    assert _summary(first)["status"] == "stopped" and not (out / "seed_1").exists()
+    assert "1 of 2 seeds run" in err
+
+    proc2 = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1", "trainer.sleep_s=0", "--resume", "auto"],
+                tmp_path)
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    for seed in (0, 1):
+        assert _summary(out / f"seed_{seed}")["status"] == "finished"
+        assert read_metrics(out / f"seed_{seed}")[-1]["train_iter"] == 200
+    assert "resumed from" in proc2.stderr
+
+
+def test_bad_combinations_are_refused_before_any_seed_runs(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    cfg = loop_config(tmp_path / "c.yaml", out)
+    base = ["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"]
+    assert_one_line_error(lzk([*base, "--resume", str(tmp_path)], tmp_path), "a checkpoint belongs to one run")
+    assert_one_line_error(lzk([*base, "run.seed=4"], tmp_path), "run.seed=... with --seeds")
+    assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "0"], tmp_path), "a seed is repeated")
+    assert_one_line_error(lzk([*base, "trainer.lr=abc"], tmp_path), "trainer.lr")
+    assert not out.exists()
