@@ -97,7 +97,14 @@ def band(series: Sequence[Series], axis: str, points: int = 200) -> tuple[np.nda
 
 def _label(group: Sequence[Path]) -> str:
     name = group[0].name
-    return name if len(group) == 1 else f"{name} … ({len(group)} seeds: median, min–max)"
+    if len(group) == 1:
+        return name
+    parents = {d.parent for d in group}
+    if len(parents) == 1 and all(d.name.startswith("seed_") for d in group):  # a sweep (lzkernel run --seeds)
+        name = f"{group[0].parent.name}/seed_*"
+    else:
+        name += " …"
+    return f"{name} ({len(group)} seeds: median, min–max)"
 
 
 def plot_runs(run_dirs: Sequence[str | Path], metric: str = "eval/return_mean") -> Any:

@@ -46,3 +46,16 @@ def test_a_long_series_is_a_plain_line(tmp_path: Path) -> None:
     run = _run_dir(tmp_path / "long", _evals(list(range(plot.MARKERS_UP_TO + 1))), 0.003)
     fig = plot.plot_runs([run])
     assert fig.axes[0].lines[0].get_marker() in (None, "None", "")
+
+
+def test_the_seeds_of_a_sweep_are_one_line_named_by_the_sweep(tmp_path: Path) -> None:
+    """``lzkernel run --seeds`` writes <out_dir>/seed_<S>: plotted together they are one median
+    line named by the sweep's directory; seeds of one config elsewhere keep the first one's name."""
+    pytest.importorskip("matplotlib")
+    (tmp_path / "sweep").mkdir()
+    seeds = [_run_dir(tmp_path / "sweep" / f"seed_{s}", _evals([0, 50, 100]), 0.003) for s in (0, 1, 2)]
+    fig = plot.plot_runs(seeds)
+    assert [line.get_label() for line in fig.axes[1].lines] == ["sweep/seed_* (3 seeds: median, min–max)"]
+    other = _run_dir(tmp_path / "elsewhere", _evals([0, 50, 100]), 0.003)
+    fig = plot.plot_runs([other, seeds[0]])
+    assert [line.get_label() for line in fig.axes[1].lines] == ["elsewhere … (2 seeds: median, min–max)"]
