@@ -312,7 +312,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from lzkernel import plot
 
-    paths = [Path(p) for p in args.inputs]
+    paths = [Path(p) for p in _expand_sweeps(args.inputs)]
     jsons = [p for p in paths if p.suffix == ".json"]
     if jsons and len(jsons) != len(paths):
         raise ConfigError("lzkernel plot: give run directories or time-to-solve JSON files, not both")
@@ -321,13 +321,23 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _expand_sweeps(dirs: Sequence[str]) -> list[str]:
+    """Each directory as given, except a sweep's (``lzkernel run --seeds``): its seeds' run
+    directories instead (:func:`lzkernel.sweep.seed_dirs`)."""
+    from pathlib import Path
+
+    from lzkernel.sweep import seed_dirs
+
+    return [str(x) for d in dirs for x in (seed_dirs(Path(d)) or [d])]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lzkernel.runinfo import format_status, status
 
     report, failed = [], 0
-    for d in args.run_dirs:  # one bad directory (`runs/*` matching a stray one) spoils no other line
+    for d in _expand_sweeps(args.run_dirs):  # one bad directory (`runs/*` matching a stray one) spoils no other line
         try:
             st = status(Path(d))
         except ConfigError as exc:

@@ -33,6 +33,15 @@ def seed_dir(out_dir: str | Path, seed: int) -> Path:
     return Path(out_dir) / f"seed_{seed}"
 
 
+def seed_dirs(path: Path) -> list[Path]:
+    """The seeds' run directories of the sweep in ``path``, in seed order; [] when ``path`` is not
+    a sweep's directory (it is a run directory itself, or holds no ``seed_<S>`` runs)."""
+    if not path.is_dir() or (path / "config.yaml").exists():
+        return []
+    runs = [d for d in path.glob("seed_*") if d.name[5:].lstrip("-").isdigit() and (d / "config.yaml").is_file()]
+    return sorted(runs, key=lambda d: int(d.name[5:]))
+
+
 def seed_command(config: str, overrides: Sequence[str], seed: int, out_dir: Path, plugin_args: Sequence[str],
                  resume: str | None) -> list[str]:
     """The ``lzkernel run`` command line of one seed (later ``key=value`` overrides win)."""

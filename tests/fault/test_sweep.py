@@ -28,6 +28,11 @@ def test_each_seed_gets_its_own_run_and_a_status_line(tmp_path: Path) -> None:
         assert _summary(run_dir)["status"] == "finished" and read_metrics(run_dir)[-1]["train_iter"] == 6
         assert f"exit   0  {run_dir}: finished" in proc.stderr
     assert "2 of 2 seeds run" in proc.stderr
+    # The sweep's directory stands for its seeds' run directories in `lzkernel status` (and plot).
+    status = lzk(["status", "--json", out], tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert [(r["run_dir"], r["seed"]) for r in json.loads(status.stdout)] == [(str(out / "seed_3"), 3),
+                                                                              (str(out / "seed_5"), 5)]
 
 
 def test_a_failing_seed_does_not_stop_the_others(tmp_path: Path) -> None:
