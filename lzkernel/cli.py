@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="YAML config file")
     run.add_argument("overrides", nargs="*", default=[], help="a.b=VALUE, +a.new=VALUE, ~a.b")
     run.add_argument("--resume", metavar="auto|PATH", help="resume from the newest checkpoint (auto) or PATH")
-    run.add_argument("--seeds", nargs="+", metavar="S",
+    run.add_argument("--seeds", nargs="+", action="extend", metavar="S",
                      help="one run per seed, one after another, in <run.out_dir>/seed_<S> (then a status line each)")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     plugin_opts(run)
@@ -125,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
     if args.seeds:
-        return _run_seeds(args, config.run.out_dir)
+        return _run_seeds(args, kernel, config.run.out_dir)
     kernel.hook.lzkernel_configure(config=config.to_dict())
 
     from lzkernel.run import RunContext  # imports numpy; torch is imported when the run starts
@@ -150,11 +150,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_seeds(args: argparse.Namespace, out_dir: str) -> int:
-    """``--seeds``: the config validated here (exit 2 before any seed starts), then one
-    ``lzkernel run`` per seed (:mod:`lzkernel.sweep`)."""
-    from lzkernel.sweep import run_seeds
+def _run_seeds(args: argparse.Namespace, kernel: object, out_dir: str) -> int:
+    """``--seeds``: every seed's config validated and its directory checked here (exit 2 before
+    any seed starts), then one ``lzkernel run`` per seed (:mod:`lzkernel.sweep`)."""
+    from lzkernel.checkpoint import refuse_fresh_run_into
+    from lzkernel.config.loader import load_config
+    from lzkernel.sweep import run_seeds, seed_dir
 
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("--seeds runs one process per seed; it cannot run under a multi-rank launcher "
+                          "(launch each seed's run on its own)")
     if len(set(args.seeds)) != len(args.seeds):
         raise ConfigError(f"--seeds {' '.join(map(str, args.seeds))}: a seed is repeated (each gets one run directory)")
     if args.resume not in (None, "auto"):
@@ -164,9 +169,16 @@ def _run_seeds(args: argparse.Namespace, out_dir: str) -> int:
         raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
     # run.out_dir (the file's or an override's) is the sweep's directory; each seed gets its own below it
     overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
-    plugins = [x for p in args.plugins for x in ("-p", p)]
-    autoload = ["--disable-plugin-autoload"] if args.disable_plugin_autoload else []
-    return run_seeds(args.config, overrides, args.seeds, out_dir, [*plugins, *autoload], args.resume)
+    for seed in args.seeds:
+        directory = seed_dir(out_dir, seed)
+        load_config(args.config, [*overrides, f"run.seed={seed}", f"run.out_dir={directory}"],
+                    kernel.registry)  # type: ignore[attr-defined]
+        if args.resume is None:
+            refuse_fresh_run_into(directory)
+    passed = [x for p in args.plugins for x in ("-p", p)]
+    passed += ["--disable-plugin-autoload"] * args.disable_plugin_autoload + ["-v"] * args.verbose
+    passed += ["--traceback"] * args.traceback
+    return run_seeds(args.config, overrides, args.seeds, out_dir, passed, args.resume)
 
 
 def _resume_command(args: argparse.Namespace, world_size: int) -> str:
@@ -240,7 +252,11 @@ def _diff(this: dict, other: str, registry: object) -> int:
         path = path / "config.yaml"
         if not path.is_file():
             raise ConfigError(f"--diff {other}: a directory without config.yaml (not a run or checkpoint directory)")
-    changes = config_changes(this, load_config(path, [], registry).to_dict())  # type: ignore[arg-type]
+    try:
+        that = load_config(path, [], registry).to_dict()  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(f"--diff {other}: {exc}") from None
+    changes = config_changes(this, that)
     for key, a, b in changes:
         print(f"{key}: {show_value(a, 80)} → {show_value(b, 80)}")
     if not changes:

@@ -78,7 +78,7 @@ class _Rank:
     readers: list[threading.Thread] = field(default_factory=list)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: SIGKILL this rank when the launcher dies (no orphaned ranks after a kill -9)."""
     try:
         import ctypes
@@ -96,6 +96,9 @@ def _check_config(nproc: int, run_args: Sequence[str]) -> None:
 
     parser = _parser()
     args = _parse(parser, ["run", *run_args])
+    if args.seeds:
+        raise ConfigError("lzkernel launch: --seeds runs one process per seed (lzkernel run --seeds); "
+                          "launch each seed's run on its own")
     kernel = _kernel(args)
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
@@ -259,7 +262,7 @@ def launch(nproc: int, run_args: Sequence[str], *, port: int = 0, env: dict[str,
             proc = subprocess.Popen(
                 cmd, env={**base, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)},
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                start_new_session=True, preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
             ranks.append(_Rank(r, proc))
         for rk in ranks:
             tag = f"[rank{rk.rank}]: " if nproc > 1 else ""

@@ -8,11 +8,11 @@ exactly what a single run would write: ``lzkernel status``, ``plot`` (the seeds 
 with a band), ``eval`` and ``--resume auto`` work on them unchanged. One at a time, because on a
 small machine two runs side by side halve each other's speed.
 
-A seed that fails (exit 1) is reported and the next one starts; a stop by signal (Ctrl-C reaches
-the running seed directly; a SIGTERM to this process is passed on to it) ends the sweep after the
-seed has saved its checkpoint. The exit code is the first non-zero one of the seeds, else 0.
-Continuing a stopped sweep: the same command with ``--resume auto`` (each seed resumes its own
-directory, or starts if it has none yet).
+A seed that fails (exit 1) is reported and the next one starts. A signal (Ctrl-C, SIGTERM, to
+this process or its whole group) is passed on to the running seed once, which saves and stops, and
+ends the sweep; its exit code is then the stopped seed's (128 + N). Otherwise it is the first
+non-zero one of the seeds, else 0. Continuing a stopped sweep: the same command with ``--resume
+auto`` (each seed resumes its own directory, or starts if it has none yet).
 """
 from __future__ import annotations
 
@@ -51,42 +51,62 @@ def seed_command(config: str, overrides: Sequence[str], seed: int, out_dir: Path
 
 
 def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_dir: str,
-              plugin_args: Sequence[str], resume: str | None) -> int:
-    """Run ``seeds`` one after another (module docstring); returns the sweep's exit code."""
-    from lzkernel.runinfo import format_status, status
+              pass_args: Sequence[str], resume: str | None) -> int:
+    """Run ``seeds`` one after another (module docstring); returns the sweep's exit code.
+
+    Each seed runs in its own session, so a signal to the sweep's process group (Ctrl-C, a
+    ``timeout``, a batch scheduler) reaches the seed once, through this process, not twice (a
+    second signal makes a run exit at once, without saving). ``pass_args``: the plugin and
+    logging options every seed gets."""
+    from lzkernel.launch import die_with_parent
 
     codes: dict[int, int] = {}
     current: list[subprocess.Popen[bytes]] = []
+    stop: list[int] = []  # the signals received: no further seed starts
 
-    def forward(signum: int, frame: Any) -> None:  # SIGTERM to the sweep: the running seed saves and stops
-        for proc in current:
+    def forward(signum: int, frame: Any) -> None:
+        stop.append(signum)
+        for proc in current:  # the running seed saves and stops (a second signal: at once)
             proc.send_signal(signum)
 
-    previous = signal.signal(signal.SIGTERM, forward)
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for i, seed in enumerate(seeds):
+            if stop:
+                break
             directory = seed_dir(out_dir, seed)
-            cmd = seed_command(config, overrides, seed, directory, plugin_args, resume)
+            cmd = seed_command(config, overrides, seed, directory, pass_args, resume)
             print(f"lzkernel: seed {seed} ({i + 1} of {len(seeds)}) in {directory}: {shlex.join(cmd[3:])}",
                   file=sys.stderr, flush=True)
-            proc = subprocess.Popen(cmd, env=os.environ.copy())
+            proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True,
+                                    preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
             current[:] = [proc]
-            while True:
-                try:
-                    codes[seed] = proc.wait()
-                    break
-                except KeyboardInterrupt:  # the seed got the same Ctrl-C: wait for it to save and exit
-                    continue
+            code = proc.wait()
             current.clear()
-            if codes[seed] in STOPPED:
-                break
+            codes[seed] = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
+            if code < 0 or codes[seed] in STOPPED:  # stopped by a signal (ours, or one sent to the seed)
+                stop.append(codes[seed] - 128)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _report(codes, seeds, out_dir)
+    if not stop:
+        return next((code for code in codes.values() if code != 0), 0)
+    if len(codes) < len(seeds):
+        print("lzkernel: sweep stopped; continue it with the same command and --resume auto", file=sys.stderr,
+              flush=True)
+    # Stopped: the exit code says so (the stopped seed's 128 + N, or 128 + N of a signal between seeds).
+    return next((code for code in reversed(codes.values()) if code > 128), 128 + stop[0])
+
+
+def _report(codes: dict[int, int], seeds: Sequence[int], out_dir: str) -> None:
+    """One status line per seed run, with its exit code."""
+    from lzkernel.runinfo import format_status, status
+
     print(f"lzkernel: {len(codes)} of {len(seeds)} seeds run:", file=sys.stderr, flush=True)
-    for seed in codes:
+    for seed, code in codes.items():
         try:
             line = format_status(status(seed_dir(out_dir, seed)))
-        except Exception as exc:  # noqa: BLE001 - a seed that wrote nothing still gets its line
-            line = f"{seed_dir(out_dir, seed)}: {exc}"
-        print(f"  exit {codes[seed]:>3}  {line}", file=sys.stderr, flush=True)
-    return next((code for code in codes.values() if code != 0), 0)
+        except Exception as exc:  # noqa: BLE001 - a seed that wrote nothing still gets its line (exc names it)
+            line = str(exc)
+        print(f"  exit {code:>3}  {line}", file=sys.stderr, flush=True)

@@ -57,18 +57,22 @@ def dotted_keys(tree: Any, where: str = "") -> list[str]:
     return keys
 
 
+_NO_BASE = object()
+
+
 def load_with_bases(path: Path, read: Callable[[Path], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
     """The tree of ``path`` (``read``: one file's strict parse) with its bases merged under it,
-    without ``base``; and, for every dotted key of it, the file that set it."""
-    return _load(path, read, ())
+    without ``base``; and, for every dotted key that a base set (not ``path`` itself), that base."""
+    tree, origins = _load(path, read, ())
+    return tree, {key: source for key, source in origins.items() if source != str(path)}
 
 
 def _load(path: Path, read: Callable[[Path], dict[str, Any]],
           chain: tuple[Path, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     tree = read(path)
-    bases = tree.pop(BASE_KEY, None)
+    bases = tree.pop(BASE_KEY, _NO_BASE)
     own = dict.fromkeys(dotted_keys(tree), str(path))
-    if bases is None:
+    if bases is _NO_BASE:
         return tree, own
     names = [bases] if isinstance(bases, str) else bases
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
@@ -85,7 +89,14 @@ def _load(path: Path, read: Callable[[Path], dict[str, Any]],
             raise ConfigError(f"{path}: base: {name} makes a cycle ({cycle})")
         if not base.is_file():
             raise ConfigError(f"{path}: base: config file not found: {base}")
-        merged, origins = _merged(merged, origins, *_load(base, read, here))
+        try:
+            merged, origins = _merged(merged, origins, *_load(base, read, here))
+        except ConfigError as exc:  # a problem inside a base: say which file brought it in
+            raise ConfigError(f"{path}: base: {exc}") from None
+    for section, value in tree.items():
+        if value is None and isinstance(merged.get(section), dict):
+            raise ConfigError(f"{path}: {section}: an empty section would replace the whole {section} section of "
+                              "its base; give the keys to change, or remove the line")
     return _merged(merged, origins, tree, own)
 
 

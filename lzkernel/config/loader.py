@@ -50,7 +50,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 def load_tree(path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
     """``path`` parsed strictly with the configs it extends (``base:``,
-    :mod:`lzkernel.config.inherit`) merged under it; and, per dotted key, the file that set it."""
+    :mod:`lzkernel.config.inherit`) merged under it; and, per dotted key a base set, that base."""
     return load_with_bases(Path(path), load_yaml)
 
 
@@ -175,8 +175,8 @@ class ResolvedConfig:
 def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>",
             from_overrides: set[str] | None = None, origins: Mapping[str, str] | None = None) -> ResolvedConfig:
     """Validate the whole tree; raise one :class:`ConfigError` listing every problem (a problem
-    with a key that a command-line override or a base config set says so: ``origins`` maps
-    dotted keys to the file that set them)."""
+    with a key that a command-line override or a base config set says so: ``origins`` maps the
+    dotted keys that bases set to their file)."""
     problems: list[str] = []
     from_overrides = from_overrides or set()
     origins = origins or {}
@@ -228,7 +228,7 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
             key = p.split(":", 1)[0]
             if key in from_overrides:
                 p += " (from a command-line override)"
-            elif origins.get(key, source) != source:
+            elif key in origins:
                 p += f" (set in base config {origins[key]})"
             annotated.append(p)
         raise ConfigError(_listing(f"invalid config {source}", annotated), annotated)

@@ -293,4 +293,10 @@ def test_an_outdated_id_is_one_log_line_and_other_warnings_pass(monkeypatch: pyt
     assert [str(w.message) for w in caught if "out of date" in str(w.message)] == []
     assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == ["toy env: deprecated keyword"]
     notes = [r.getMessage() for r in caplog.records if "newer version" in r.getMessage()]
-    assert notes == ["env.id CartPole-v0: gymnasium has a newer version of this env; using CartPole-v0 as configured"]
+    assert notes == ["env.id CartPole-v0: gymnasium has a newer version of this env (v1); using CartPole-v0 as configured"]
+    # The caller's filters still decide about every other warning: "ignore" hides the env's own.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message="toy env")
+        make_gym_env(GymEnvConfig(id="LzkTest/WarningToy-v0"), None)
+    assert [str(w.message) for w in caught if "toy env" in str(w.message)] == []

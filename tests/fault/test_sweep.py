@@ -4,8 +4,11 @@ seed saved, ``--resume auto`` continues it; bad combinations are refused before 
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
+
+import pytest
 
 import yaml
 from fault_helpers import assert_one_line_error, loop_config, lzk, popen, read_metrics, wait_for
@@ -45,24 +48,34 @@ def test_a_failing_seed_does_not_stop_the_others(tmp_path: Path) -> None:
         assert f"exit   1  {out / f'seed_{seed}'}: failed" in proc.stderr
 
 
-def test_a_signal_stops_the_sweep_and_resume_auto_continues_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["sweep", "group"])
+def test_a_signal_stops_the_sweep_and_resume_auto_continues_it(tmp_path: Path, target: str) -> None:
+    """SIGTERM to the sweep alone, or to its whole process group (what `timeout` and batch
+    schedulers send): either way the running seed gets it once, saves and stops, and no other
+    seed starts."""
     out = tmp_path / "sweep"
     cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 200, "checkpoint_every": 10},
                       trainer={"sleep_s": 0.02})
-    proc = popen(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path)
+    proc = popen(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path, start_new_session=True)
     first = out / "seed_0"
     try:
         wait_for(lambda: (first / "metrics.jsonl").is_file() and len(read_metrics(first)) >= 20, 60,
                  "20 iterations of seed 0", proc)
-        proc.send_signal(signal.SIGTERM)  # to the sweep: passed on to the running seed
+        if target == "sweep":
+            proc.send_signal(signal.SIGTERM)  # passed on to the running seed
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 143, err[-3000:]
-    assert _summary(first)["status"] == "stopped" and not (out / "seed_1").exists()
-    assert "1 of 2 seeds run" in err
+    assert _summary(first)["status"] == "stopped" and not (out / "seed_1").exists()  # saved, not killed
+    assert "1 of 2 seeds run" in err and "continue it with the same command and --resume auto" in err
+    # Without --resume the same sweep is refused (seed 0 holds checkpoints), before any seed runs.
+    assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path),
+                          "seed_0' already holds checkpoints")
 
     proc2 = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1", "trainer.sleep_s=0", "--resume", "auto"],
                 tmp_path)
@@ -81,4 +94,8 @@ def test_bad_combinations_are_refused_before_any_seed_runs(tmp_path: Path) -> No
     assert_one_line_error(lzk([*base, "run.seed=4"], tmp_path), "run.seed=... with --seeds")
     assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "0"], tmp_path), "a seed is repeated")
     assert_one_line_error(lzk([*base, "trainer.lr=abc"], tmp_path), "trainer.lr")
+    assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "2", "-1"], tmp_path),
+                          "run.seed", "(from a command-line override)")  # every seed validated first
+    assert_one_line_error(lzk(["launch", "--nproc", "2", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path),
+                          "--seeds runs one process per seed")
     assert not out.exists()

@@ -51,9 +51,9 @@ def test_relative_paths_chains_and_lists_of_bases(tmp_path: Path) -> None:
     tree, origins = load_tree(child)
     # parent over grand, extra over both (listed later), the child over all; no base key left
     assert tree == {"run": {"seed": 3, "out_dir": "p", "log_every": 7}, "trainer": {"name": "t", "x": 9, "y": 2, "z": 3}}
-    where = {key: Path(f).name for key, f in origins.items()}
+    where = {key: Path(f).name for key, f in origins.items()}  # the keys a base set, and which base
     assert where["run.log_every"] == "grand.yaml" and where["run.out_dir"] == "parent.yaml"
-    assert where["run.seed"] == where["trainer.x"] == "extra.yaml" and where["trainer.z"] == "child.yaml"
+    assert where["run.seed"] == where["trainer.x"] == "extra.yaml" and "trainer.z" not in where
 
 
 def test_a_bad_key_from_a_base_names_the_base(tmp_path: Path) -> None:
@@ -66,6 +66,12 @@ def test_a_bad_key_from_a_base_names_the_base(tmp_path: Path) -> None:
     assert "policy.td_stepz: unknown key" in problems and f"(set in base config {base})" in problems
     line = next(p for p in err.value.problems if p.startswith("policy.num_simulations"))
     assert "set in base config" not in line  # the child's own key
+    # A config without bases, named with ./ or a doubled slash: no key is "from a base".
+    for name in (f"{tmp_path}/./plain.yaml", f"{tmp_path}//plain.yaml"):
+        _write(tmp_path / "plain.yaml", "trainer: {name: rezero}\nrun: {bogus: 1}\n")
+        with pytest.raises(ConfigError) as err:
+            load_config(name, [], Kernel().registry)
+        assert "run.bogus: unknown key" in str(err.value) and "base config" not in str(err.value)
 
 
 @pytest.mark.parametrize("case,text,needle", [
@@ -73,6 +79,7 @@ def test_a_bad_key_from_a_base_names_the_base(tmp_path: Path) -> None:
     ("type", "base: 3\n", "base: expected a config file name or a list of them, got 3"),
     ("empty list", "base: []\n", "base: expected a config file name or a list of them"),
     ("self", "base: cfg.yaml\n", "base: cfg.yaml makes a cycle"),
+    ("no value", "base:\n", "base: expected a config file name or a list of them, got None"),
 ])
 def test_bad_bases_are_one_line_errors(tmp_path: Path, case: str, text: str, needle: str) -> None:
     cfg = _write(tmp_path / "cfg.yaml", text + "trainer: {name: rezero}\n")
@@ -92,8 +99,12 @@ def test_cycles_depth_and_a_base_that_does_not_parse(tmp_path: Path) -> None:
         load_tree(tmp_path / "d0.yaml")
     assert load_tree(tmp_path / "d1.yaml")[0] == {"run": {"seed": 0}}  # exactly MAX_DEPTH deep is fine
     _write(tmp_path / "broken.yaml", "run: {seed: [1\n")
-    with pytest.raises(ConfigError, match=f"^{tmp_path / 'broken.yaml'}:2:1: "):
+    with pytest.raises(ConfigError, match=f"^{tmp_path / 'uses_broken.yaml'}: base: {tmp_path / 'broken.yaml'}:2:1: "):
         load_tree(_write(tmp_path / "uses_broken.yaml", "base: broken.yaml\n"))
+    # An empty section (YAML null) would wipe the base's whole section: refused.
+    _write(tmp_path / "full.yaml", "trainer: {name: rezero, reuse_search: true}\n")
+    with pytest.raises(ConfigError, match="trainer: an empty section would replace the whole trainer section"):
+        load_tree(_write(tmp_path / "empty.yaml", "base: full.yaml\ntrainer:\n"))
 
 
 def test_the_cli_refuses_a_bad_base_with_exit_2(tmp_path: Path) -> None:

@@ -16,20 +16,20 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from lzk_common.inference import fold_batchnorm
 from lzk_efficientzero.config import EfficientZeroModelConfig
 from lzk_efficientzero.models import build_model as build_ez
 from lzk_muzero.config import MuZeroModelConfig
 from lzk_muzero.models import build_model as build_mz
+from lzkernel.config.loader import load_tree
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 HEAD_CONV_BIASES = 3 * 16  # LightZero's 1x1 head convs have biases; ours do not (BN follows)
 
 
 def _model_cfg(config: str, cls: type) -> object:
-    return cls(**yaml.safe_load((CONFIGS / config).read_text())["policy"]["model"])
+    return cls(**load_tree(CONFIGS / config)[0]["policy"]["model"])  # with any base config merged
 
 
 @pytest.mark.parametrize(("config", "cls", "build", "frame", "lightzero_params", "grid"), [
