@@ -350,7 +350,7 @@ def _expand_sweeps(dirs: Sequence[str]) -> list[str]:
 def cmd_status(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from lzkernel.runinfo import format_status, status
+    from lzkernel.runinfo import format_solved, format_status, status
 
     report, failed = [], 0
     for d in _expand_sweeps(args.run_dirs):  # one bad directory (`runs/*` matching a stray one) spoils no other line
@@ -366,6 +366,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
+    elif format_solved(report) is not None:  # several runs (a sweep's seeds): how many solved, how fast
+        print(format_solved(report), flush=True)
     return EXIT_CONFIG if failed else 0
 
 

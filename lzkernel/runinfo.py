@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -237,6 +238,22 @@ def format_status(st: dict[str, Any]) -> str:
     else:
         parts.append(clock(wall))
     return " | ".join(parts)
+
+
+def format_solved(sts: list[dict[str, Any]]) -> str | None:
+    """The line under several runs' status lines: how many solved (``stop_kind`` "solved") and,
+    of those, the median wall time, iteration and env steps to solve; None for fewer than two
+    runs or when none has ended yet."""
+    ended = [st for st in sts if st["state"] not in ("running", "starting")]
+    if len(sts) < 2 or not ended:
+        return None
+    solved = [st for st in sts if st.get("stop_kind") == "solved"]
+    line = f"solved {len(solved)} of {len(sts)}"
+    if solved:
+        wall, it, env = (statistics.median(float(st[k] or 0) for st in solved)
+                         for k in ("wall_time", "train_iter", "env_steps"))
+        line += f"; median of the solved: {clock(wall)} | iter {it:,.0f} | env {env:,.0f}"
+    return line
 
 
 def clock(seconds: float) -> str:

@@ -100,13 +100,18 @@ def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_d
 
 
 def _report(codes: dict[int, int], seeds: Sequence[int], out_dir: str) -> None:
-    """One status line per seed run, with its exit code."""
-    from lzkernel.runinfo import format_status, status
+    """One status line per seed run, with its exit code; then how many solved, and how fast."""
+    from lzkernel.runinfo import format_solved, format_status, status
 
     print(f"lzkernel: {len(codes)} of {len(seeds)} seeds run:", file=sys.stderr, flush=True)
+    statuses = []
     for seed, code in codes.items():
         try:
-            line = format_status(status(seed_dir(out_dir, seed)))
+            statuses.append(status(seed_dir(out_dir, seed)))
+            line = format_status(statuses[-1])
         except Exception as exc:  # noqa: BLE001 - a seed that wrote nothing still gets its line (exc names it)
             line = str(exc)
         print(f"  exit {code:>3}  {line}", file=sys.stderr, flush=True)
+    solved = format_solved(statuses)
+    if solved is not None:
+        print(f"  {solved}", file=sys.stderr, flush=True)

@@ -30,7 +30,7 @@ def test_each_seed_gets_its_own_run_and_a_status_line(tmp_path: Path) -> None:
         assert (resolved["seed"], resolved["out_dir"]) == (seed, str(run_dir))
         assert _summary(run_dir)["status"] == "finished" and read_metrics(run_dir)[-1]["train_iter"] == 6
         assert f"exit   0  {run_dir}: finished" in proc.stderr
-    assert "2 of 2 seeds run" in proc.stderr
+    assert "2 of 2 seeds run" in proc.stderr and "  solved 0 of 2\n" in proc.stderr  # fault_loop never solves
     # The sweep's directory stands for its seeds' run directories in `lzkernel status` (and plot).
     status = lzk(["status", "--json", out], tmp_path)
     assert status.returncode == 0, status.stderr

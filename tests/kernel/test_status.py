@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fault"))
 from fault_helpers import assert_one_line_error, kill_9, loop_config, lzk, popen, read_metrics, wait_for  # noqa: E402
 
-from lzkernel.runinfo import format_status, read_history  # noqa: E402
+from lzkernel.runinfo import format_solved, format_status, read_history  # noqa: E402
 
 
 def _status(tmp_path: Path, *dirs: Path) -> list[dict]:
@@ -121,3 +121,14 @@ def test_the_line_names_the_algorithm_env_and_seed() -> None:
         line = format_status({**st, "trainer": trainer, "policy": policy, "env": env, "seed": seed})
         assert line == f"runs/x: finished: solved: eval 195.3 >= 195 | {label} | iter 1,100 | env 10,901 | " \
                        "eval 195.3 (best 195.3) | 0:02:30", line
+
+
+def test_several_runs_get_a_line_saying_how_many_solved_and_how_fast() -> None:
+    base = {"state": "finished", "stop_kind": "solved", "max_train_iters": None, "max_env_steps": None}
+    runs = [{**base, "wall_time": 100.0, "train_iter": 800, "env_steps": 4_000},
+            {**base, "wall_time": 300.0, "train_iter": 1_200, "env_steps": 9_000},
+            {**base, "state": "stopped", "stop_kind": "signal", "wall_time": 50.0, "train_iter": 100, "env_steps": 10}]
+    assert format_solved(runs) == "solved 2 of 3; median of the solved: 0:03:20 | iter 1,000 | env 6,500"
+    assert format_solved(runs[2:]) is None  # one run: its own line says it all
+    assert format_solved([runs[2], {**runs[2], "state": "failed", "stop_kind": None}]) == "solved 0 of 2"
+    assert format_solved([{**runs[0], "state": "running"}, {**runs[1], "state": "running"}]) is None
