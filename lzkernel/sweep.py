@@ -42,12 +42,13 @@ def seed_dirs(path: Path) -> list[Path]:
     return sorted(runs, key=lambda d: int(d.name[5:]))
 
 
-def seed_command(config: str, overrides: Sequence[str], seed: int, out_dir: Path, plugin_args: Sequence[str],
+def seed_command(config: str, overrides: Sequence[str], seed: int, out_dir: Path, pass_args: Sequence[str],
                  resume: str | None) -> list[str]:
-    """The ``lzkernel run`` command line of one seed (later ``key=value`` overrides win)."""
+    """The ``lzkernel run`` command line of one seed: the sweep's config, overrides and options
+    (``pass_args``), with the seed and its directory."""
     tail = ["--resume", resume] if resume else []
     return [sys.executable, "-m", "lzkernel", "run", config, *overrides, f"run.seed={seed}",
-            f"run.out_dir={out_dir}", *plugin_args, *tail]
+            f"run.out_dir={out_dir}", *pass_args, *tail]
 
 
 def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_dir: str,
@@ -81,6 +82,8 @@ def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_d
             proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True,
                                     preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
             current[:] = [proc]
+            if stop:  # a signal came while the seed was being started: it did not reach it
+                proc.send_signal(stop[-1])
             code = proc.wait()
             current.clear()
             codes[seed] = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
