@@ -28,6 +28,16 @@ from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError,
 TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
 
 
+def _plugin_opts(p: argparse.ArgumentParser) -> None:
+    """The plugin options every command that loads plugins takes."""
+    p.add_argument("-p", dest="plugins", action="append", default=[], metavar="NAME",
+                   help="load plugin NAME (entry-point name or module); 'no:NAME' blocks it before import")
+    p.add_argument("--disable-plugin-autoload", action="store_true",
+                   help="do not load entry points (like LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1)")
+    p.add_argument("--traceback", action="store_true",
+                   help=f"print the traceback of configuration errors too (like {TRACEBACK_ENV}=1)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lzkernel", description="Train MCTS-based RL agents from a YAML config, with plugins."
@@ -35,14 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print versions and registered plugins")
     sub = parser.add_subparsers(dest="command")
 
-    def plugin_opts(p: argparse.ArgumentParser) -> None:
-        p.add_argument("-p", dest="plugins", action="append", default=[], metavar="NAME",
-                       help="load plugin NAME (entry-point name or module); 'no:NAME' blocks it before import")
-        p.add_argument("--disable-plugin-autoload", action="store_true",
-                       help="do not load entry points (like LZKERNEL_DISABLE_PLUGIN_AUTOLOAD=1)")
-        p.add_argument("--traceback", action="store_true",
-                       help=f"print the traceback of configuration errors too (like {TRACEBACK_ENV}=1)")
-
+    plugin_opts = _plugin_opts
     run = sub.add_parser("run", help="train from a config")
     run.add_argument("config", help="YAML config file")
     run.add_argument("overrides", nargs="*", default=[], help="a.b=VALUE, +a.new=VALUE, ~a.b")
@@ -125,7 +128,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
     if args.seeds:
-        return _run_seeds(args, kernel, config.run.out_dir)
+        from lzkernel.sweep import start_sweep
+
+        return start_sweep(args, kernel, config.run.out_dir)
     kernel.hook.lzkernel_configure(config=config.to_dict())
 
     from lzkernel.run import RunContext  # imports numpy; torch is imported when the run starts
@@ -148,37 +153,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"continue with: {_resume_command(args, run.world_size)}", file=sys.stderr, flush=True)
         return 128 + run.stop_signal
     return 0
-
-
-def _run_seeds(args: argparse.Namespace, kernel: object, out_dir: str) -> int:
-    """``--seeds``: every seed's config validated and its directory checked here (exit 2 before
-    any seed starts), then one ``lzkernel run`` per seed (:mod:`lzkernel.sweep`)."""
-    from lzkernel.checkpoint import refuse_fresh_run_into
-    from lzkernel.config.loader import load_config
-    from lzkernel.sweep import run_seeds, seed_dir
-
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ConfigError("--seeds runs one process per seed; it cannot run under a multi-rank launcher "
-                          "(launch each seed's run on its own)")
-    if len(set(args.seeds)) != len(args.seeds):
-        raise ConfigError(f"--seeds {' '.join(map(str, args.seeds))}: a seed is repeated (each gets one run directory)")
-    if args.resume not in (None, "auto"):
-        raise ConfigError(f"--resume {args.resume} with --seeds: a checkpoint belongs to one run; use --resume auto "
-                          "(each seed resumes its own directory)")
-    if any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
-        raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
-    # run.out_dir (the file's or an override's) is the sweep's directory; each seed gets its own below it
-    overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
-    for seed in args.seeds:
-        directory = seed_dir(out_dir, seed)
-        load_config(args.config, [*overrides, f"run.seed={seed}", f"run.out_dir={directory}"],
-                    kernel.registry)  # type: ignore[attr-defined]
-        if args.resume is None:
-            refuse_fresh_run_into(directory)
-    passed = [x for p in args.plugins for x in ("-p", p)]
-    passed += ["--disable-plugin-autoload"] * args.disable_plugin_autoload + ["-v"] * args.verbose
-    passed += ["--traceback"] * args.traceback
-    return run_seeds(args.config, overrides, args.seeds, out_dir, passed, args.resume)
 
 
 def _resume_command(args: argparse.Namespace, world_size: int) -> str:
@@ -328,7 +302,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from lzkernel import plot
 
-    paths = [Path(p) for p in _expand_sweeps(args.inputs)]
+    from lzkernel.sweep import expand_sweeps
+
+    paths = [Path(p) for p in expand_sweeps(args.inputs)]
     jsons = [p for p in paths if p.suffix == ".json"]
     if jsons and len(jsons) != len(paths):
         raise ConfigError("lzkernel plot: give run directories or time-to-solve JSON files, not both")
@@ -337,23 +313,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _expand_sweeps(dirs: Sequence[str]) -> list[str]:
-    """Each directory as given, except a sweep's (``lzkernel run --seeds``): its seeds' run
-    directories instead (:func:`lzkernel.sweep.seed_dirs`)."""
-    from pathlib import Path
-
-    from lzkernel.sweep import seed_dirs
-
-    return [str(x) for d in dirs for x in (seed_dirs(Path(d)) or [d])]
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lzkernel.runinfo import format_solved, format_status, status
 
+    from lzkernel.sweep import expand_sweeps
+
     report, failed = [], 0
-    for d in _expand_sweeps(args.run_dirs):  # one bad directory (`runs/*` matching a stray one) spoils no other line
+    for d in expand_sweeps(args.run_dirs):  # one bad directory (`runs/*` matching a stray one) spoils no other line
         try:
             st = status(Path(d))
         except ConfigError as exc:
@@ -426,6 +394,38 @@ def cmd_version() -> int:
     return 0
 
 
+def _add_plugin_commands(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """When ``argv`` names no built-in command (a plugin's, or ``--help``), load the plugins
+    (autoload, ``LZKERNEL_PLUGINS``, and any ``-p NAME`` / ``--disable-plugin-autoload`` given) and
+    let them add theirs (hook ``lzkernel_add_commands``), one plugin at a time so that a clash
+    names it. Built-in commands load no plugin here: their own start-up does."""
+    from lzkernel.pluginmanager import Kernel
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    words = [w for w in argv if not w.startswith("-")]
+    if words and words[0] in sub.choices:
+        return
+    if not words and not {"-h", "--help"} & set(argv):
+        return
+    plugins = [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "-p"]
+    kernel = Kernel(plugins, autoload=False if "--disable-plugin-autoload" in argv else None)
+    for impl in kernel.pm.hook.lzkernel_add_commands.get_hookimpls():
+        before = set(sub.choices)
+        try:
+            impl.function(subparsers=sub)
+        except argparse.ArgumentError as exc:  # a name taken already (built in, or by another plugin)
+            raise PluginError(f"plugin {impl.plugin_name}: lzkernel_add_commands: {exc}") from None
+        for name in set(sub.choices) - before:
+            command = sub.choices[name]
+            if command.get_default("lzkernel_command") is None:
+                raise PluginError(f"plugin {impl.plugin_name}: command '{name}' has no function to run; "
+                                  "set_defaults(lzkernel_command=function) on its parser")
+            try:  # the plugin options, as every command that loads plugins takes them
+                _plugin_opts(command)
+            except argparse.ArgumentError:  # the plugin defined one of them itself: its own wins
+                pass
+
+
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse ``argv``; overrides given after an option (``CONFIG --resume auto a.b=1``) join the
     others in the order written (argparse alone calls them unrecognized)."""
@@ -452,12 +452,20 @@ def _want_traceback(args: argparse.Namespace) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    try:
+        _add_plugin_commands(parser, sys.argv[1:] if argv is None else list(argv))
+    except (ConfigError, PluginError) as exc:
+        print(f"lzkernel: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     args = _parse(parser, argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.version:
             return cmd_version()
+        if getattr(args, "lzkernel_command", None) is not None:  # a plugin's subcommand
+            code = args.lzkernel_command(args)
+            return 0 if code is None else int(code)
         if args.command == "run":
             return cmd_run(args)
         if args.command == "launch":

@@ -1,12 +1,13 @@
 """The hooks of lzkernel (pluggy project ``lzkernel``).
 
-Two kinds:
+Three kinds:
 
 * **Registration hooks** (``lzkernel_register_<role>s``), one per role. Called once per plugin at
   start-up, on every rank, before the config is validated. Each returns a list of
   :class:`~lzkernel.Component`. The kernel calls the implementations one at a time so that it
   knows which plugin provided which name; two plugins registering the same name in the same role
   is an error that names both.
+* **Command hook** ``lzkernel_add_commands``: plugins add ``lzkernel`` subcommands.
 * **Event hooks** for observers (metric sinks, profilers, a third party's experiment tracker).
   Called by trainers at fixed points of the loop; every implementation runs, and return values
   are ignored. Metric events are called on rank 0 only; ``lzkernel_configure`` and
@@ -70,6 +71,15 @@ def lzkernel_configure(config: Mapping[str, Any]) -> None:
     once, before the run directory exists; called by ``lzkernel run`` only (``lzkernel config``
     and ``eval`` do not), so a rule every command must apply belongs in the schema's
     ``validate()``. Raise :class:`~lzkernel.ConfigError` to reject it."""
+
+
+@hookspec
+def lzkernel_add_commands(subparsers: Any) -> None:
+    """Add ``lzkernel`` subcommands: ``p = subparsers.add_parser("name", help=...)``, its
+    arguments, then ``p.set_defaults(lzkernel_command=function)``; ``lzkernel name ...`` calls
+    ``function(args)`` and exits with what it returns (an int; None is 0). Called when the command
+    line names a command that is not built in, and for ``lzkernel --help``. A name that is built
+    in, or that another plugin added, is an error naming the plugin (exit 2)."""
 
 
 @hookspec

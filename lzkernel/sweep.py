@@ -24,8 +24,46 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from lzkernel.errors import ConfigError
+
 #: Exit codes of a seed stopped by a signal (128 + SIGINT, 128 + SIGTERM): they end the sweep.
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
+    """``lzkernel run --seeds`` (``args``: the parsed command line; ``out_dir``: the resolved
+    ``run.out_dir``): every seed's config validated and its directory checked here (exit 2 before
+    any seed starts), then :func:`run_seeds`."""
+    from lzkernel.checkpoint import refuse_fresh_run_into
+    from lzkernel.config.loader import load_config
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("--seeds runs one process per seed; it cannot run under a multi-rank launcher "
+                          "(launch each seed's run on its own)")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ConfigError(f"--seeds {' '.join(map(str, args.seeds))}: a seed is repeated (each gets one run directory)")
+    if args.resume not in (None, "auto"):
+        raise ConfigError(f"--resume {args.resume} with --seeds: a checkpoint belongs to one run; use --resume auto "
+                          "(each seed resumes its own directory)")
+    if any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
+        raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
+    # run.out_dir (the file's or an override's) is the sweep's directory; each seed gets its own below it
+    overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
+    for seed in args.seeds:
+        directory = seed_dir(out_dir, seed)
+        load_config(args.config, [*overrides, f"run.seed={seed}", f"run.out_dir={directory}"], kernel.registry)
+        if args.resume is None:
+            refuse_fresh_run_into(directory)
+    passed = [x for p in args.plugins for x in ("-p", p)]
+    passed += ["--disable-plugin-autoload"] * args.disable_plugin_autoload + ["-v"] * args.verbose
+    passed += ["--traceback"] * args.traceback
+    return run_seeds(args.config, overrides, args.seeds, out_dir, passed, args.resume)
+
+
+def expand_sweeps(dirs: Sequence[str]) -> list[str]:
+    """Each directory as given, except a sweep's: its seeds' run directories instead
+    (:func:`seed_dirs`; ``lzkernel status`` and ``plot`` take a sweep's directory so)."""
+    return [str(x) for d in dirs for x in (seed_dirs(Path(d)) or [d])]
 
 
 def seed_dir(out_dir: str | Path, seed: int) -> Path:
