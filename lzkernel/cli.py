@@ -270,6 +270,9 @@ def _explain(args: argparse.Namespace, kernel: object) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    import math
+    import statistics
+
     from lzkernel.evaluate import evaluate, summary
 
     if args.episodes is not None and args.episodes < 1:
@@ -281,16 +284,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         if not Path(args.json).parent.is_dir():
             raise ConfigError(f"--json {args.json}: directory {Path(args.json).parent} does not exist")
+    from lzkernel.sweep import expand_sweeps
+
+    targets = expand_sweeps([args.target])  # a sweep's directory: each of its seeds' runs
+    if len(targets) > 1 and args.video:
+        raise ConfigError(f"--video with the sweep {args.target}: name one seed's run directory")
     kernel = _kernel(args)
     kernel.raise_on_errors()
-    report = evaluate(kernel, args.target, checkpoint=args.checkpoint, overrides=args.overrides,
-                      episodes=args.episodes, seed=args.seed, video=args.video, video_episodes=args.video_episodes)
-    for line in summary(report):
-        print(line)
+    reports = []
+    for target in targets:
+        reports.append(evaluate(kernel, target, checkpoint=args.checkpoint, overrides=args.overrides,
+                                episodes=args.episodes, seed=args.seed, video=args.video,
+                                video_episodes=args.video_episodes))
+        for line in summary(reports[-1]):
+            print(line)
+    if len(reports) > 1:  # over the seeds: the mean and spread of their evaluations' mean returns
+        means = [r["metrics"].get("eval/return_mean", math.nan) for r in reports]
+        print(f"{len(reports)} seeds: return mean over seeds {statistics.fmean(means):.3f}  "
+              f"std {statistics.pstdev(means):.3f}  min {min(means):.3f}  max {max(means):.3f}")
     if args.json:
         try:
             with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=1, default=float)
+                json.dump(reports[0] if len(reports) == 1 else reports, f, indent=1, default=float)
                 f.write("\n")
         except OSError as exc:
             raise ConfigError(f"--json {args.json}: cannot write it ({exc.strerror})") from None
@@ -301,7 +316,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lzkernel import plot
-
     from lzkernel.sweep import expand_sweeps
 
     paths = [Path(p) for p in expand_sweeps(args.inputs)]

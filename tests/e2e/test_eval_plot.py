@@ -209,3 +209,20 @@ def test_plot_time_to_solve_json(tmp_path: Path) -> None:
     assert len(fig.axes[0].collections) == len(files)  # one scatter of seeds per config
     proc = lzk("plot", *map(str, files), "-o", str(tmp_path / "t.png"))
     assert proc.returncode == 0 and (tmp_path / "t.png").stat().st_size > 0
+
+
+def test_eval_of_a_sweep_directory_evaluates_every_seed(tmp_path: Path) -> None:
+    """`lzkernel eval SWEEP_DIR` (a `run --seeds` directory): each seed's last checkpoint, then the
+    mean and spread over the seeds; --json holds one report per seed; --video needs one run."""
+    sweep = tmp_path / "sweep"
+    run = lzk("run", str(ROOT / "configs" / "cartpole_rezero_fast.yaml"), f"run.out_dir={sweep}", *CARTPOLE,
+              "--seeds", "0", "1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    proc = lzk("eval", str(sweep), "--episodes", "2", "--json", str(tmp_path / "eval.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = json.loads((tmp_path / "eval.json").read_text())
+    assert [r["seed"] for r in reports] == [0, 1]
+    means = [r["metrics"]["eval/return_mean"] for r in reports]
+    assert f"2 seeds: return mean over seeds {np.mean(means):.3f}  std {np.std(means):.3f}" in proc.stdout
+    bad = lzk("eval", str(sweep), "--video", str(tmp_path / "v.gif"))
+    assert bad.returncode == 2 and "--video with the sweep" in bad.stderr
