@@ -206,35 +206,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args, kernel)
     config = load_config(args.config, args.overrides, kernel.registry)
-    if args.diff is not None:
-        return _diff(config.to_dict(), args.diff, kernel.registry)
+    if args.diff is not None:  # where another config differs, one line per key; exit 0 either way
+        from lzkernel.config.diff import diff_lines
+
+        print("\n".join(diff_lines(config.to_dict(), args.diff, kernel.registry)))
+        return 0
     sys.stdout.write(config.to_yaml())
-    return 0
-
-
-def _diff(this: dict, other: str, registry: object) -> int:
-    """``lzkernel config A --diff B``: one line per key whose resolved value differs (defaults
-    filled in on both sides, so a key left out on one side and written with its default on the
-    other is no difference); "no differences" otherwise. Exit 0 either way."""
-    from pathlib import Path
-
-    from lzkernel.config.loader import load_config
-    from lzkernel.config.resume_check import config_changes, show_value
-
-    path = Path(other)
-    if path.is_dir():  # a run directory or a checkpoint: the resolved config it was written with
-        path = path / "config.yaml"
-        if not path.is_file():
-            raise ConfigError(f"--diff {other}: a directory without config.yaml (not a run or checkpoint directory)")
-    try:
-        that = load_config(path, [], registry).to_dict()  # type: ignore[arg-type]
-    except ConfigError as exc:
-        raise ConfigError(f"--diff {other}: {exc}") from None
-    changes = config_changes(this, that)
-    for key, a, b in changes:
-        print(f"{key}: {show_value(a, 80)} → {show_value(b, 80)}")
-    if not changes:
-        print("no differences")
     return 0
 
 
