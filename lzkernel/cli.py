@@ -45,7 +45,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print versions and registered plugins")
     sub = parser.add_subparsers(dest="command")
 
-    plugin_opts = _plugin_opts
     run = sub.add_parser("run", help="train from a config")
     run.add_argument("config", help="YAML config file")
     run.add_argument("overrides", nargs="*", default=[], help="a.b=VALUE, +a.new=VALUE, ~a.b")
@@ -53,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", nargs="+", action="extend", metavar="S",
                      help="one run per seed, one after another, in <run.out_dir>/seed_<S> (then a status line each)")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    plugin_opts(run)
+    _plugin_opts(run)
 
     launch = sub.add_parser(
         "launch", help="run N ranks on this machine (gloo on loopback only); the rest goes to `lzkernel run`",
@@ -73,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     cfg.add_argument("--diff", metavar="OTHER",
                      help="print the keys where OTHER (a config file, or a run or checkpoint directory: its "
                           "config.yaml) differs from this config, resolved both: KEY: THIS → OTHER")
-    plugin_opts(cfg)
+    _plugin_opts(cfg)
 
     ev = sub.add_parser("eval", help="play a trained policy from a checkpoint; returns, optional video",
                         description="Load a run's checkpoint and its resolved config, play one evaluation with "
@@ -89,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--video", metavar="PATH.mp4|.gif", help="record env 0's first episodes (rgb_array rendering)")
     ev.add_argument("--video-episodes", type=int, default=1, metavar="N", help="episodes in the video (default 1)")
     ev.add_argument("--json", metavar="PATH", help="write the report (metrics, replayed index, video) as JSON")
-    plugin_opts(ev)
+    _plugin_opts(ev)
 
     st = sub.add_parser("status", help="one line per run directory: running or how it ended, counters, last and best eval",
                         description="Reads each run directory (no torch): whether a live process on this host holds "
@@ -110,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
     plugins = sub.add_parser("plugins", help="list plugins, their components and load errors")
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
-    plugin_opts(plugins)
+    _plugin_opts(plugins)
     return parser
 
 
@@ -155,13 +154,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def plugin_argv(args: argparse.Namespace) -> list[str]:
+    """The plugin options of a parsed command line, as arguments again (``-p NAME`` ...,
+    ``--disable-plugin-autoload``) for a command this one starts or prints."""
+    return [*(x for p in args.plugins for x in ("-p", p)), *["--disable-plugin-autoload"] * args.disable_plugin_autoload]
+
+
 def _resume_command(args: argparse.Namespace, world_size: int) -> str:
     """The command line that continues this run: its config, overrides and plugin options, with
     ``--resume auto``; several ranks are started again by ``lzkernel launch``."""
     head = ["lzkernel", "run"] if world_size == 1 else ["lzkernel", "launch", "--nproc", str(world_size)]
-    plugins = [x for p in args.plugins for x in ("-p", p)]
-    autoload = ["--disable-plugin-autoload"] if args.disable_plugin_autoload else []
-    return shlex.join([*head, str(args.config), *args.overrides, *plugins, *autoload, "--resume", "auto"])
+    return shlex.join([*head, str(args.config), *args.overrides, *plugin_argv(args), "--resume", "auto"])
 
 
 def _report_failure(exc: BaseException, run: object) -> int:
@@ -308,7 +311,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lzkernel.runinfo import format_solved, format_status, status
-
     from lzkernel.sweep import expand_sweeps
 
     report, failed = [], 0
@@ -325,8 +327,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    elif format_solved(report) is not None:  # several runs (a sweep's seeds): how many solved, how fast
-        print(format_solved(report), flush=True)
+    elif (solved := format_solved(report)) is not None:  # several runs (a sweep's seeds): how many solved, how fast
+        print(solved, flush=True)
     return EXIT_CONFIG if failed else 0
 
 
@@ -390,16 +392,15 @@ def _add_plugin_commands(parser: argparse.ArgumentParser, argv: Sequence[str]) -
     (autoload, ``LZKERNEL_PLUGINS``, and any ``-p NAME`` / ``--disable-plugin-autoload`` given) and
     let them add theirs (hook ``lzkernel_add_commands``), one plugin at a time so that a clash
     names it. Built-in commands load no plugin here: their own start-up does."""
-    from lzkernel.pluginmanager import Kernel
-
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     words = [w for w in argv if not w.startswith("-")]
     if words and words[0] in sub.choices:
         return
     if not words and not {"-h", "--help"} & set(argv):
         return
-    plugins = [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "-p"]
-    kernel = Kernel(plugins, autoload=False if "--disable-plugin-autoload" in argv else None)
+    options = argparse.ArgumentParser(add_help=False)  # the plugin options alone, wherever they stand
+    _plugin_opts(options)
+    kernel = _kernel(options.parse_known_args(argv)[0])
     for impl in kernel.pm.hook.lzkernel_add_commands.get_hookimpls():
         before = set(sub.choices)
         try:

@@ -222,11 +222,9 @@ def format_status(st: dict[str, Any]) -> str:
     elif st.get("stop_reason") or st.get("error"):
         state = f"{state}: {st.get('error') or st['stop_reason']}"
     parts = [f"{st['run_dir']}: {state}"]
-    label = "/".join(dict.fromkeys(str(n) for n in (st.get("trainer"), st.get("policy")) if n))  # muzero once
-    if st.get("env"):
-        label = f"{label} on {st['env']}" if label else str(st["env"])
-    if st.get("seed") is not None:
-        label = f"{label}, seed {st['seed']}" if label else f"seed {st['seed']}"
+    algo = "/".join(dict.fromkeys(str(n) for n in (st.get("trainer"), st.get("policy")) if n))  # muzero once
+    ran = " on ".join(x for x in (algo, str(st.get("env") or "")) if x)
+    label = ", ".join(x for x in (ran, "" if st.get("seed") is None else f"seed {st['seed']}") if x)
     if label:
         parts.append(label)
     parts += [f"iter {st['train_iter']:,}", f"env {st['env_steps']:,}"]

@@ -35,6 +35,7 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
     ``run.out_dir``): every seed's config validated and its directory checked here (exit 2 before
     any seed starts), then :func:`run_seeds`."""
     from lzkernel.checkpoint import refuse_fresh_run_into
+    from lzkernel.cli import plugin_argv
     from lzkernel.config.loader import load_config
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -54,9 +55,7 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
         load_config(args.config, [*overrides, f"run.seed={seed}", f"run.out_dir={directory}"], kernel.registry)
         if args.resume is None:
             refuse_fresh_run_into(directory)
-    passed = [x for p in args.plugins for x in ("-p", p)]
-    passed += ["--disable-plugin-autoload"] * args.disable_plugin_autoload + ["-v"] * args.verbose
-    passed += ["--traceback"] * args.traceback
+    passed = [*plugin_argv(args), *["-v"] * args.verbose, *["--traceback"] * args.traceback]
     return run_seeds(args.config, overrides, args.seeds, out_dir, passed, args.resume)
 
 

@@ -83,9 +83,10 @@ def _load(path: Path, read: Callable[[Path], dict[str, Any]],
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for name in names:
-        base = Path(name) if Path(name).is_absolute() else path.parent / name
-        if base.resolve() in here:
-            cycle = " -> ".join(str(p) for p in (*here[here.index(base.resolve()):], base.resolve()))
+        base = path.parent / name  # an absolute name stays as it is
+        resolved = base.resolve()
+        if resolved in here:
+            cycle = " -> ".join(str(p) for p in (*here[here.index(resolved):], resolved))
             raise ConfigError(f"{path}: base: {name} makes a cycle ({cycle})")
         if not base.is_file():
             raise ConfigError(f"{path}: base: config file not found: {base}")
