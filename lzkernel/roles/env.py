@@ -35,6 +35,11 @@ class StepBatch:
     #: [E] simulator states of the rows' current positions (envs that offer a :class:`Simulator`;
     #: None elsewhere). They are the env's own states: read them or ``clone`` them, never step them.
     states: Sequence[Any] | None = None
+    #: [E] bool, or None (no row): rows whose env raised in this ``step`` and was recreated
+    #: (an env's ``max_restarts``). The row's running episode is abandoned: keep none of its
+    #: transitions. ``obs``, ``legal``, ``to_play`` and ``states`` are the new env's first state;
+    #: reward 0 and no episode end.
+    restarted: np.ndarray | None = None
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ import gymnasium
 import numpy as np
 
 from lzkernel import ConfigError, FrameCallback, decode_frames
+from lzk_envs.vector import EnvRestarts
 
 FRAME_SCALE = 255.0
 #: ITU-R BT.601 luma weights (OpenCV's RGB2GRAY) for R, G, B.
@@ -218,9 +219,11 @@ class AtariEnvSpec:
     frame_scale: float = FRAME_SCALE
     render_fps: float = 15.0
     action_meanings: tuple[str, ...] = field(default=())
+    restarts: EnvRestarts = EnvRestarts()
 
     @classmethod
-    def probe(cls, settings: AtariSettings, truncation_as_terminal: bool = True) -> AtariEnvSpec:
+    def probe(cls, settings: AtariSettings, truncation_as_terminal: bool = True,
+              restarts: EnvRestarts = EnvRestarts()) -> AtariEnvSpec:
         """Load the ROM once to read the action set; ConfigError for a missing ale-py or ROM."""
         env = AtariEnv(settings)
         try:
@@ -230,7 +233,7 @@ class AtariEnvSpec:
             env.close()
         return cls(settings=settings, id=f"atari/{settings.game}", obs_shape=obs_shape, num_actions=len(meanings),
                    truncation_as_terminal=truncation_as_terminal, render_fps=60.0 / settings.frame_skip,
-                   action_meanings=meanings)
+                   action_meanings=meanings, restarts=restarts)
 
     def eval_variant(self) -> AtariEnvSpec:
         return dataclasses.replace(self, settings=dataclasses.replace(self.settings, episode_life=False,
@@ -250,5 +253,5 @@ class AtariEnvSpec:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         # The lives of one game are episodes that share the emulator: a restored env replays its
         # whole history since the seeded first reset (see GymVectorEnv).
-        return GymVectorEnv(self.id, lambda: AtariEnv(self.settings), num_envs, seed, self.obs_shape,
-                            self.num_actions, on_frame=on_frame, replay_from="seed")
+        return GymVectorEnv(self.id, lambda i: AtariEnv(self.settings), num_envs, seed, self.obs_shape,
+                            self.num_actions, on_frame=on_frame, replay_from="seed", restarts=self.restarts)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 import warnings
 from array import array
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import numpy as np
 
 from lzkernel import (ConfigError, FrameCallback, LzkernelError, StepBatch, generator_state, progressed,
                       set_generator_state)
-from lzk_envs.vector import check_step_args, check_restored
+from lzk_envs.vector import MAX_BACKOFF_S, EnvRestarts, check_restored, check_step_args
 
 log = logging.getLogger("lzkernel")
 
@@ -114,6 +115,7 @@ class GymEnvSpec:
     max_episode_steps: int | None = None
     two_player: bool = False
     render_fps: float = 30.0
+    restarts: EnvRestarts = EnvRestarts()
 
     @classmethod
     def probe(
@@ -123,6 +125,7 @@ class GymEnvSpec:
         *,
         truncation_as_terminal: bool = True,
         max_episode_steps: int | None = None,
+        restarts: EnvRestarts = EnvRestarts(),
     ) -> GymEnvSpec:
         """Make one env to read its spaces; reject anything but a ``Box`` observation and a
         ``Discrete`` action space with a :class:`ConfigError` naming the env and the space."""
@@ -156,6 +159,7 @@ class GymEnvSpec:
             kwargs=kwargs,
             max_episode_steps=max_episode_steps,
             render_fps=fps,
+            restarts=restarts,
         )
 
     def make_vector(self, num_envs: int, seed: int) -> GymVectorEnv:
@@ -164,23 +168,22 @@ class GymEnvSpec:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         return GymVectorEnv(
             self.id,
-            lambda: _make(self.id, self.kwargs, self.max_episode_steps),
+            lambda i: _make(self.id, self.kwargs, self.max_episode_steps),
             num_envs,
             seed,
             self.obs_shape,
             self.num_actions,
+            restarts=self.restarts,
         )
 
     def make_rendering_vector(self, num_envs: int, seed: int, on_frame: FrameCallback) -> GymVectorEnv:
         """As :meth:`make_vector`, env 0 made with ``render_mode="rgb_array"`` drawing into ``on_frame``."""
-        made = iter(range(num_envs))
-
-        def make() -> gymnasium.Env:
-            first = next(made) == 0
-            return _make(self.id, {**self.kwargs, "render_mode": "rgb_array"} if first else self.kwargs,
+        def make(i: int) -> gymnasium.Env:
+            return _make(self.id, {**self.kwargs, "render_mode": "rgb_array"} if i == 0 else self.kwargs,
                          self.max_episode_steps)
 
-        return GymVectorEnv(self.id, make, num_envs, seed, self.obs_shape, self.num_actions, on_frame=on_frame)
+        return GymVectorEnv(self.id, make, num_envs, seed, self.obs_shape, self.num_actions, on_frame=on_frame,
+                            restarts=self.restarts)
 
 
 class GymVectorEnv:
@@ -196,22 +199,28 @@ class GymVectorEnv:
     running episode's reset: exact for envs whose reset draws its randomness from ``np_random``
     and keeps nothing of the previous episode. ``"seed"`` (envs whose episodes share state, as
     Atari's lives of one game) replays everything since the env's seeded first reset.
+
+    An env that raises is recreated as ``restarts`` says (:class:`EnvRestarts`); the step that
+    recreated it marks its row in ``StepBatch.restarted``, and its replay starts at the new env's
+    seeded reset.
     """
 
     def __init__(
         self,
         env_id: str,
-        make_env: Callable[[], gymnasium.Env],
+        make_env: Callable[[int], gymnasium.Env],
         num_envs: int,
         seed: int,
         obs_shape: tuple[int, ...],
         num_actions: int,
         on_frame: FrameCallback | None = None,
         replay_from: str = "episode",
+        restarts: EnvRestarts = EnvRestarts(),
     ) -> None:
-        """``on_frame``: env 0 (made with ``render_mode="rgb_array"``) draws every state its steps
-        reach into it, before any auto-reset (:class:`lzkernel.RenderableEnvSpec`);
-        ``replay_from``: where a restored env's replay starts (class docstring)."""
+        """``make_env(i)``: a new env for index i; ``on_frame``: env 0 (made with
+        ``render_mode="rgb_array"``) draws every state its steps reach into it, before any
+        auto-reset (:class:`lzkernel.RenderableEnvSpec`); ``replay_from``: where a restored env's
+        replay starts (class docstring); ``restarts``: what to do when an env raises."""
         if replay_from not in ("episode", "seed"):
             raise ValueError(f"replay_from must be 'episode' or 'seed', got {replay_from!r}")
         self.replay_from = replay_from
@@ -221,8 +230,14 @@ class GymVectorEnv:
         self.seed = seed
         self.obs_shape = obs_shape
         self.num_actions = num_actions
-        self._envs = [make_env() for _ in range(num_envs)]
+        self.make_env = make_env
+        self.restarts = restarts
+        self.failures = 0  # envs recreated so far (all indices)
+        self._envs = [make_env(i) for i in range(num_envs)]
         self._seeded = False  # env i gets seed + i at its first reset only, then runs on
+        self._env_seed = [seed + i for i in range(num_envs)]  # the seed env i last started from
+        self._restarts_of = [0] * num_envs  # times env i was recreated (its restart seeds' index)
+        self._in_a_row = [0] * num_envs  # restarts of env i since its last finished episode
         self._obs = np.zeros((num_envs, *obs_shape), np.float32)  # [E, *O]
         self._legal = np.ones((num_envs, num_actions), bool)  # [E, A]
         self._ret = np.zeros(num_envs, np.float64)  # [E] running episode return
@@ -290,8 +305,10 @@ class GymVectorEnv:
                               "it needs render_mode='rgb_array' support")
         return arr
 
-    def _reset_one(self, i: int) -> None:
-        seed = self.seed + i if not self._seeded else None
+    def _reset_one(self, i: int, seed: int | None = None) -> None:
+        """Start env i's next episode: seeded with ``seed``, else ``seed + i`` the first time."""
+        if seed is None and not self._seeded:
+            seed = self.seed + i
         if seed is not None or self.replay_from == "episode":
             self._replay_seed[i] = seed
             self._replay_rng[i] = None if seed is not None else generator_state(self._envs[i].unwrapped.np_random)
@@ -301,15 +318,49 @@ class GymVectorEnv:
         except LzkernelError:
             raise
         except Exception as exc:  # name the env: the run's one-line error would not say which
-            raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}) raised {type(exc).__name__} in "
-                           f"reset(seed={seed}): {exc}") from exc
+            self._recreate(i, exc, f"gymnasium env {self.env_id!r} (env index {i}) raised {type(exc).__name__} "
+                                   f"in reset(seed={seed}): {exc}")
+            return
+        if seed is not None:
+            self._env_seed[i] = seed
         self._obs[i] = self._check_obs(i, obs)
         self._legal[i] = self._mask(i, info)
         self._ret[i] = 0.0
         self._len[i] = 0
 
+    def _recreate(self, i: int, exc: Exception, what: str) -> None:
+        """Env i raised ``exc`` (``what`` says where, naming the env): recreate it and start its
+        first episode, or raise :class:`EnvError` once ``restarts.max_restarts`` restarts in a
+        row are spent (:class:`EnvRestarts`)."""
+        limit = self.restarts.max_restarts
+        if self._in_a_row[i] >= limit:
+            spent = f"; {limit} restart{'s' if limit != 1 else ''} in a row did not help (env.max_restarts)"
+            raise EnvError(what + (spent if limit else "")) from exc
+        self._in_a_row[i] += 1
+        self._restarts_of[i] += 1
+        self.failures += 1
+        wait = min(self.restarts.backoff_s * 2 ** (self._in_a_row[i] - 1), MAX_BACKOFF_S)
+        log.warning("%s; recreating the env (restart %d of at most %d in a row, after %.1f s); its episode is "
+                    "dropped", what, self._in_a_row[i], limit, wait)
+        try:
+            self._envs[i].close()
+        except Exception:  # noqa: BLE001 - a broken env may fail to close too; it is dropped either way
+            pass
+        time.sleep(wait)
+        seed = int(np.random.SeedSequence([self.seed, i, self._restarts_of[i]]).generate_state(1)[0] >> 1)
+        try:
+            self._envs[i] = self.make_env(i)
+        except LzkernelError:
+            raise
+        except Exception as again:  # noqa: BLE001 - counted as one more failure in a row
+            self._recreate(i, again, f"gymnasium env {self.env_id!r} (env index {i}) raised "
+                                     f"{type(again).__name__} while being recreated: {again}")
+            return
+        self._reset_one(i, seed)
+
     def _batch(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-               final_obs: np.ndarray, ep_ret: np.ndarray, ep_len: np.ndarray) -> StepBatch:
+               final_obs: np.ndarray, ep_ret: np.ndarray, ep_len: np.ndarray,
+               restarted: np.ndarray | None = None) -> StepBatch:
         return StepBatch(
             obs=self._obs.copy(),
             legal=self._legal.copy(),
@@ -320,6 +371,7 @@ class GymVectorEnv:
             final_obs=final_obs,
             episode_return=ep_ret,
             episode_length=ep_len,
+            restarted=restarted,
         )
 
     # -- VectorEnv -------------------------------------------------------------------------------
@@ -354,6 +406,7 @@ class GymVectorEnv:
         ep_ret = np.zeros(e, np.float32)
         ep_len = np.zeros(e, np.int64)
         final_obs = self._obs.copy()
+        restarted = None  # [E] bool once an env was recreated in this step
         for i in np.flatnonzero(active):
             a = int(actions[i])
             if not (0 <= a < self.num_actions) or not self._legal[i, a]:
@@ -366,9 +419,14 @@ class GymVectorEnv:
             except LzkernelError:
                 raise
             except Exception as exc:  # name the env: the run's one-line error would not say which
-                raise EnvError(f"gymnasium env {self.env_id!r} (env index {i}, seed {self.seed + i}, step "
-                               f"{self._len[i] + 1} of its episode) raised {type(exc).__name__} in step({a}): "
-                               f"{exc}") from exc
+                self._recreate(i, exc, f"gymnasium env {self.env_id!r} (env index {i}, seed {self._env_seed[i]}, "
+                                       f"step {self._len[i] + 1} of its episode) raised {type(exc).__name__} in "
+                                       f"step({a}): {exc}")
+                if restarted is None:
+                    restarted = np.zeros(e, bool)
+                restarted[i] = True
+                final_obs[i] = self._obs[i]  # the StepBatch contract: no episode ended in this row
+                continue
             self._replay_actions[i].append(a)
             reward[i] = self._check_reward(i, r)
             final_obs[i] = self._obs[i] = self._check_obs(i, obs)
@@ -381,8 +439,9 @@ class GymVectorEnv:
                 self.on_frame(self._render(), bool(term or trunc))
             if term or trunc:  # same-step auto-reset: the row moves on to the next episode
                 ep_ret[i], ep_len[i] = self._ret[i], self._len[i]
+                self._in_a_row[i] = 0
                 self._reset_one(i)
-        return self._batch(reward, terminated, truncated, final_obs, ep_ret, ep_len)
+        return self._batch(reward, terminated, truncated, final_obs, ep_ret, ep_len, restarted)
 
     # -- ResumableVectorEnv ----------------------------------------------------------------------
 
@@ -394,7 +453,8 @@ class GymVectorEnv:
             raise ValueError(f"gymnasium env {self.env_id!r}: state_dict() before reset()")
         meta = {"kind": "gymnasium", "env_id": self.env_id, "num_envs": self.num_envs, "seed": self.seed,
                 "replay_from": self.replay_from, "replay_seed": list(self._replay_seed),
-                "replay_rng": list(self._replay_rng)}
+                "replay_rng": list(self._replay_rng), "env_seed": list(self._env_seed),
+                "restarts_of": list(self._restarts_of)}
         arrays = {"actions": np.concatenate([np.array(a, np.int64) for a in self._replay_actions]),
                   "lengths": np.array([len(a) for a in self._replay_actions], np.int64),
                   "obs": self._obs.copy(), "legal": self._legal.copy(), "ret": self._ret.copy(), "len": self._len.copy()}
@@ -423,6 +483,9 @@ class GymVectorEnv:
             self._replay_actions[i] = array("q", actions.astype(np.int64).tobytes())
         check_restored(f"gymnasium env {self.env_id!r}", {"obs": self._obs, "legal": self._legal}, arrays)
         self._ret[:], self._len[:] = arrays["ret"], arrays["len"]
+        # States saved before env restarts existed: no env had been recreated.
+        self._env_seed = [int(x) for x in meta.get("env_seed", [self.seed + i for i in range(self.num_envs)])]
+        self._restarts_of = [int(x) for x in meta.get("restarts_of", [0] * self.num_envs)]
         self._seeded = self._started = True
         e = self.num_envs
         return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),

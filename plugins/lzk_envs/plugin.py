@@ -12,6 +12,29 @@ from lzkernel import (Component, EvalVariantEnvSpec, FrameEnvSpec, RenderableEnv
                       option)
 
 
+def _max_restarts() -> Any:
+    """The ``max_restarts`` option of the envs run through :class:`lzk_envs.gym.GymVectorEnv`."""
+    return option(0, doc="Times in a row an env that raises in reset or step is closed and made anew (its running "
+                  "episode dropped, counted in collect/env_failures or eval/env_failures) before the error "
+                  "ends the run; the count starts again when one of its episodes ends. 0: the first error "
+                  "ends the run (resumable from the last completed iteration).", min=0)
+
+
+def _restart_backoff_s() -> Any:
+    return option(1.0, doc="Seconds before recreating an env that raised; doubles with each restart in a row "
+                  "(at most 60).", min=0.0)
+
+
+#: How failures are answered changes no data: a resume may change them.
+_RESTART_KEYS = ("max_restarts", "restart_backoff_s")
+
+
+def _restarts(cfg: GymEnvConfig | AtariEnvConfig) -> Any:
+    from lzk_envs.vector import EnvRestarts
+
+    return EnvRestarts(cfg.max_restarts, cfg.restart_backoff_s)
+
+
 @dataclass
 class GymEnvConfig:
     """Options of the ``gymnasium`` env component."""
@@ -30,6 +53,8 @@ class GymEnvConfig:
     max_episode_steps: int | None = option(
         None, doc="Override the env's time limit (gymnasium.make max_episode_steps); null keeps the registered one.", min=1
     )
+    max_restarts: int = _max_restarts()
+    restart_backoff_s: float = _restart_backoff_s()
 
     def validate(self) -> list[tuple[str, str]]:
         """Look the id up in gymnasium's registry now (imports gymnasium, makes no env), so that
@@ -49,6 +74,7 @@ def make_gym_env(cfg: GymEnvConfig, run: Any = None) -> Any:
         cfg.kwargs,
         truncation_as_terminal=cfg.truncation_as_terminal,
         max_episode_steps=cfg.max_episode_steps,
+        restarts=_restarts(cfg),
     )
 
 
@@ -74,6 +100,8 @@ class AtariEnvConfig:
     max_episode_frames: int = option(108_000, doc="ALE's own cap on raw frames per game (the cap that binds "
                                      "with LightZero's settings).", min=1)
     truncation_as_terminal: bool = option(True, doc="Treat a truncation as terminal (LightZero's convention).")
+    max_restarts: int = _max_restarts()
+    restart_backoff_s: float = _restart_backoff_s()
 
 
 def make_atari_env(cfg: AtariEnvConfig, run: Any = None) -> Any:
@@ -85,7 +113,7 @@ def make_atari_env(cfg: AtariEnvConfig, run: Any = None) -> Any:
         noop_max=cfg.noop_max, sticky_action_prob=cfg.sticky_action_prob, full_action_space=cfg.full_action_space,
         episode_life=cfg.episode_life, clip_rewards=cfg.clip_rewards, max_episode_steps=cfg.max_episode_steps,
         max_episode_frames=cfg.max_episode_frames)
-    return AtariEnvSpec.probe(settings, truncation_as_terminal=cfg.truncation_as_terminal)
+    return AtariEnvSpec.probe(settings, truncation_as_terminal=cfg.truncation_as_terminal, restarts=_restarts(cfg))
 
 
 @dataclass
@@ -160,6 +188,7 @@ def lzkernel_register_envs() -> list[Component]:
             config=GymEnvConfig,
             provides=(RenderableEnvSpec,),
             doc="Any gymnasium env with a Discrete action space and Box observations (float32).",
+            resume_safe=_RESTART_KEYS,
         ),
         Component(
             "atari",
@@ -168,6 +197,7 @@ def lzkernel_register_envs() -> list[Component]:
             provides=(FrameEnvSpec, EvalVariantEnvSpec, RenderableEnvSpec),
             doc="Atari games through ale-py with LightZero's preprocessing (frame skip and max-pool, no-op "
             "starts, grayscale, resize, episodic life and reward clipping while collecting); uint8 frames.",
+            resume_safe=_RESTART_KEYS,
         ),
         Component(
             "openspiel",

@@ -82,6 +82,8 @@ class CollectorBase:
         }
         if self.openings is not None:
             metrics["collect/opening_steps"] = float(opening_steps)
+        if result.env_failures:  # envs recreated (env.max_restarts); their running episodes dropped
+            metrics["collect/env_failures"] = float(result.env_failures)
         metrics.update({k: v for k, v in result.policy_metrics.items() if k.startswith("search/")})
         return pieces, metrics
 

@@ -152,4 +152,6 @@ class EpisodeEvaluator(EvaluatorBase):
         result = self._play(policy, self.quota)
         returns = np.array([ep.episode_return for ep in result.episodes], np.float64)
         lengths = np.array([ep.length for ep in result.episodes], np.float64)
-        return self._finish({**return_metrics(returns, lengths), "eval/seconds": time.perf_counter() - start}, index)
+        failures = {"eval/env_failures": float(result.env_failures)} if result.env_failures else {}
+        return self._finish({**return_metrics(returns, lengths), **failures, "eval/seconds": time.perf_counter() - start},
+                            index)

@@ -77,7 +77,9 @@ class RandomOpenings:
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
         """Step ``venv``; the envs whose episode ended there start their next one after an opening."""
         batch = self.venv.step(actions, active=active)
-        ended = batch.terminated | batch.truncated
+        ended = batch.terminated | batch.truncated  # and the rows of recreated envs: a new episode too
+        if batch.restarted is not None:
+            ended = ended | batch.restarted
         if active is not None:
             ended &= np.asarray(active, bool)  # an unstepped row cannot have started an episode
         ended = np.flatnonzero(ended)

@@ -204,6 +204,7 @@ class PlayResult:
     pieces: list[Trajectory]  # pieces that finished in this call, in order ([] when not recording)
     env_steps: int  # env steps taken by this call
     policy_metrics: dict[str, float]  # mean over act calls of each metric the policy returned
+    env_failures: int = 0  # envs that raised and were recreated (StepBatch.restarted); their episodes dropped
 
 
 @dataclass
@@ -341,7 +342,9 @@ class EpisodePlayer:
         """The stepping loop: act with the envs ``acting`` names until it names none; cut pieces
         at multiples of ``segment_length`` (None: only at episode ends).
 
-        Calls ``policy.reset_envs(ids, mode)`` for the envs whose episode just ended.
+        Calls ``policy.reset_envs(ids, mode)`` for the envs whose episode just ended, and for the
+        envs the vector env recreated (``StepBatch.restarted``): their running piece is dropped
+        unfinished and a new one starts at the new env's first state.
         """
         if self._state is None:
             self.restart()
@@ -370,19 +373,24 @@ class EpisodePlayer:
             batch = self.venv.step(actions, active=active)
             progressed()  # for the run's stall watchdog (lzkernel.watchdog)
             check_finite(batch, ids, self.env_id)
-            out.env_steps += len(ids)
             ended = (batch.terminated | batch.truncated) & active  # [E]
+            failed = active & batch.restarted if batch.restarted is not None else np.zeros_like(active)  # [E]
+            out.env_steps += len(ids) - int(failed.sum())  # a step that raised took no transition
+            out.env_failures += int(failed.sum())
             self.timestep[ids] += 1  # now the timestep of the observation each transition led to
             for row, i in enumerate(ids):
-                self._advance(i, row, res, batch, bool(ended[i]), segment_length, progress, out)
-            ended_ids = np.flatnonzero(ended)
-            going = ids[~ended[ids]]
+                if failed[i]:  # the episode is abandoned: its piece is dropped, a new one starts
+                    self._start(i, batch, 0)
+                else:
+                    self._advance(i, row, res, batch, bool(ended[i]), segment_length, progress, out)
+            fresh = np.flatnonzero(ended | failed)  # [F] envs at a new episode's first state
+            going = ids[~(ended | failed)[ids]]
             self.window.push(going, batch.obs[going])
-            self.window.reset(ended_ids, batch.obs[ended_ids])  # obs rows of ended envs: new episode
-            self.timestep[ended_ids] = 0
+            self.window.reset(fresh, batch.obs[fresh])
+            self.timestep[fresh] = 0
             self._state = batch
-            if len(ended_ids):
-                policy.reset_envs(ended_ids.tolist(), self.mode)
+            if len(fresh):
+                policy.reset_envs(fresh.tolist(), self.mode)
         out.policy_metrics = {k: metric_sum[k] / metric_n[k] for k in metric_sum}
         return out
 

@@ -220,7 +220,7 @@ def test_vector_env_state_continues_exactly_on_fresh_envs(replay_from: str) -> N
     from lzk_envs.gym import GymVectorEnv
 
     def make() -> GymVectorEnv:
-        return GymVectorEnv("CartPole-v1", lambda: gymnasium.make("CartPole-v1"), 3, 7, (4,), 2,
+        return GymVectorEnv("CartPole-v1", lambda i: gymnasium.make("CartPole-v1"), 3, 7, (4,), 2,
                             replay_from=replay_from)
 
     rng = np.random.default_rng(0)
@@ -237,7 +237,7 @@ def test_vector_env_state_continues_exactly_on_fresh_envs(replay_from: str) -> N
     assert not batch.terminated.any() and not batch.reward.any()
     _step_both(env, fresh, rng, 200)
     with pytest.raises(ValueError, match="does not fit"):
-        GymVectorEnv("CartPole-v1", lambda: gymnasium.make("CartPole-v1"), 3, 8, (4,), 2,
+        GymVectorEnv("CartPole-v1", lambda i: gymnasium.make("CartPole-v1"), 3, 8, (4,), 2,
                      replay_from=replay_from).load_state_dict(meta, arrays)
 
 
@@ -253,11 +253,11 @@ class GlobalRngEnv(MaskedToyEnv):
 def test_an_env_that_does_not_come_back_is_named_on_restore() -> None:
     from lzk_envs.gym import GymVectorEnv
 
-    env = GymVectorEnv("toy", GlobalRngEnv, 2, 0, (2,), 3)
+    env = GymVectorEnv("toy", lambda i: GlobalRngEnv(), 2, 0, (2,), 3)
     env.reset()
     meta, arrays = env.state_dict()
     with pytest.raises(ValueError, match="toy.*did not reproduce the saved obs.*not deterministic"):
-        GymVectorEnv("toy", GlobalRngEnv, 2, 0, (2,), 3).load_state_dict(meta, arrays)
+        GymVectorEnv("toy", lambda i: GlobalRngEnv(), 2, 0, (2,), 3).load_state_dict(meta, arrays)
 
 
 class WarningToyEnv(MaskedToyEnv):

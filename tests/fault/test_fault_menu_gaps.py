@@ -1,7 +1,7 @@
 """RELIABILITY.md test-menu items that no other test proved (an audit of tests/ against the menu).
 
-Each test names its menu item. Not here: A1's env restarts (``env.max_restarts``, R5), by design
-(docs/architecture.md, "An env that raises"); A2/A3/C3 have no env worker processes or queues.
+Each test names its menu item. Not here: A2/A3/C3 have no env worker processes or queues
+(docs/architecture.md, "An env that raises"). A1's restarts in detail: tests/envs/test_env_restarts.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fault_helpers import REPO, assert_one_line_error, fault_env, kill_9, loop_config, lzk, popen, wait_for
+from fault_helpers import (REPO, assert_one_line_error, fault_env, kill_9, loop_config, lzk, popen, read_metrics,
+                           wait_for)
 
 # The env module of the A1/B11 cases: written into each test's tmp_path (importable through
 # PYTHONPATH in a subprocess, through sys.path in process).
@@ -121,6 +122,27 @@ def test_a1_the_error_of_a_raising_env_names_its_seed_and_step(env_module: Path,
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "seed" in last and re.search(r"\bstep \d+", last), last
+
+
+def test_a1_with_max_restarts_the_env_is_recreated_and_training_goes_on(env_module: Path, tmp_path: Path) -> None:
+    """A1, the restart half: the env that raised is made anew, its partial episode is not in
+    the buffer, the failure is counted once, and the run trains to its end (exit 0)."""
+    proc, _ = _raising_run(tmp_path, env_module, "env.max_restarts=2", "env.restart_backoff_s=0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "injected env failure; recreating the env (restart 1 of at most 2 in a row" in proc.stderr, proc.stderr[-3000:]
+    records = read_metrics(tmp_path / "out")
+    collects = [r for r in records if "collect/env_steps" in r]
+    failed = [r for r in collects if "collect/env_failures" in r]
+    assert [r["collect/env_failures"] for r in failed] == [1.0], failed
+    # Whole episodes only: what the buffer holds is the finished episodes' steps, which fall short
+    # of the env steps taken by the dropped episode's steps before the failing one.
+    stored = max(r["buffer/transitions"] for r in records if "buffer/transitions" in r)
+    finished = sum(round(r["collect/episodes"] * r.get("collect/episode_length_mean", 0.0)) for r in collects)
+    taken = sum(r["collect/env_steps"] for r in collects)
+    assert stored == finished < taken, (stored, finished, taken)
+    assert max(r["train_iter"] for r in records) == 50
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["status"] != "failed", summary
 
 
 # ---------------------------------------------------------------------------------------------

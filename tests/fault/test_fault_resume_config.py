@@ -97,8 +97,12 @@ def test_declared_resume_safe_keys_of_the_shipped_components() -> None:
         "evaluator.every_train_iters=50", "evaluator.episodes=3", "evaluator.stop_value=100", "evaluator.envs=3",
         "update_schedule.updates_per_collect=10", "run.max_env_steps=5", "run.log_every=7", "run.out_dir=elsewhere",
         "run.threads=1", "run.checkpoint_every=9", "run.keep_last=1", "run.progress=false", "run.device=auto",
-        "run.save_buffer=false", "comm.name=gloo", "comm.timeout_s=9"], registry).to_dict()
+        "run.save_buffer=false", "comm.name=gloo", "comm.timeout_s=9", "env.max_restarts=3",
+        "env.restart_backoff_s=0"], registry).to_dict()
     assert incompatible_changes(base, changed, safe) == []
+    # A checkpoint written before the env's restart options existed resumes with them.
+    older = {**base, "env": {k: v for k, v in base["env"].items() if k not in ("max_restarts", "restart_backoff_s")}}
+    assert incompatible_changes(older, changed, safe) == []
     unsafe = load_config(CARTPOLE_REZERO, ["collector.envs=3", "buffer.capacity=5000", "run.seed=1"],
                          registry).to_dict()
     assert [k for k, _, _ in incompatible_changes(base, unsafe, safe)] == ["buffer.capacity", "collector.envs",
