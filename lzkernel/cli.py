@@ -70,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     cfg.add_argument("overrides", nargs="*", default=[])
     cfg.add_argument("--explain", action="store_true", help="list every key with its type, default and doc")
     cfg.add_argument("--diff", metavar="OTHER",
-                     help="print the keys where OTHER (a config file, or a run or checkpoint directory: its "
-                          "config.yaml) differs from this config, resolved both: KEY: THIS → OTHER")
+                     help="print the keys where OTHER (a config file, a run or checkpoint directory: its "
+                          "config.yaml, or a sweep's directory: each seed's) differs from this config, resolved "
+                          "both: KEY: THIS → OTHER; exit 0 when none does, 1 when some do (as diff)")
     _plugin_opts(cfg)
 
     ev = sub.add_parser("eval", help="play a trained policy from a checkpoint; returns, optional video",
@@ -209,11 +210,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args, kernel)
     config = load_config(args.config, args.overrides, kernel.registry)
-    if args.diff is not None:  # where another config differs, one line per key; exit 0 either way
+    if args.diff is not None:  # where another config differs, one line per key; exit 1 if any (as diff)
         from lzkernel.config.diff import diff_lines
 
-        print("\n".join(diff_lines(config.to_dict(), args.diff, kernel.registry)))
-        return 0
+        lines = diff_lines(config.to_dict(), args.diff, kernel.registry)
+        print("\n".join(lines or ["no differences"]))
+        return 1 if lines else 0
     sys.stdout.write(config.to_yaml())
     return 0
 

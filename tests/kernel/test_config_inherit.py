@@ -145,7 +145,7 @@ def test_config_diff_against_a_file_and_a_run_directory(tmp_path: Path) -> None:
     or checkpoint directory stands for its config.yaml; no difference says so."""
     env = clean_env()
     proc = lzk(["config", CONFIGS / "cartpole_rezero.yaml", "--diff", CONFIGS / "cartpole_rezero_gumbel.yaml"], env, tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # as diff: 1 when they differ
     assert proc.stdout.splitlines() == [
         "policy.gumbel_max_considered: 16 → 2", "policy.gumbel_rescale: 'node' → 'tree'",
         "policy.search_algorithm: 'puct' → 'gumbel'", "run.out_dir: 'runs/cartpole_rezero' → 'runs/cartpole_rezero_gumbel'"]
@@ -154,9 +154,48 @@ def test_config_diff_against_a_file_and_a_run_directory(tmp_path: Path) -> None:
     resolved = lzk(["config", CONFIGS / "cartpole_rezero_gumbel.yaml", "policy.num_simulations=50"], env, tmp_path)
     (run_dir / "config.yaml").write_text(resolved.stdout)  # what a run directory holds: the resolved config
     proc = lzk(["config", CONFIGS / "cartpole_rezero_gumbel.yaml", "--diff", run_dir], env, tmp_path)
-    assert proc.stdout.splitlines() == ["policy.num_simulations: 25 → 50"]
+    assert proc.returncode == 1 and proc.stdout.splitlines() == ["policy.num_simulations: 25 → 50"]
     proc = lzk(["config", CONFIGS / "cartpole_rezero_gumbel.yaml", "policy.num_simulations=50", "--diff", run_dir],
                env, tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == "no differences"
-    assert_config_error(lzk(["config", CONFIGS / "cartpole_rezero.yaml", "--diff", tmp_path], env, tmp_path),
-                        f"--diff {tmp_path}: a directory without config.yaml")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_config_error(lzk(["config", CONFIGS / "cartpole_rezero.yaml", "--diff", empty], env, tmp_path),
+                        f"--diff {empty}: a directory without config.yaml")
+
+
+def test_config_diff_against_a_sweep_directory(tmp_path: Path) -> None:
+    """A sweep's directory (``run --seeds``) compares with each seed's config: a change common to
+    every seed is one line, a key whose value differs by seed shows each seed's value."""
+    env = clean_env()
+    sweep = tmp_path / "sweep"
+    for seed in (0, 1, 2):
+        (sweep / f"seed_{seed}").mkdir(parents=True)
+        overrides = [f"run.seed={seed}", f"run.out_dir=runs/sweep/seed_{seed}", "policy.num_simulations=50"]
+        resolved = lzk(["config", CONFIGS / "cartpole_rezero.yaml", *overrides], env, tmp_path)
+        (sweep / f"seed_{seed}" / "config.yaml").write_text(resolved.stdout)
+    proc = lzk(["config", CONFIGS / "cartpole_rezero.yaml", "run.seed=1", "--diff", sweep], env, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "policy.num_simulations: 25 → 50",
+        "run.out_dir: 'runs/cartpole_rezero' → seed_0: 'runs/sweep/seed_0', seed_1: 'runs/sweep/seed_1', "
+        "seed_2: 'runs/sweep/seed_2'",
+        "run.seed: 1 → seed_0: 0, seed_1: 1, seed_2: 2"]
+
+
+def test_config_diff_of_a_long_sweep_shows_five_seeds_and_counts_the_rest(tmp_path: Path) -> None:
+    from lzkernel.config.diff import MAX_SEEDS_SHOWN, diff_lines
+    from lzkernel.config.loader import load_config
+    from lzkernel.pluginmanager import Kernel
+
+    registry = Kernel().registry
+    for seed in range(7):
+        (tmp_path / f"seed_{seed}").mkdir()
+        resolved = load_config(CONFIGS / "cartpole_rezero.yaml", [f"run.seed={seed}"], registry).to_yaml()
+        (tmp_path / f"seed_{seed}" / "config.yaml").write_text(resolved)
+    this = load_config(CONFIGS / "cartpole_rezero.yaml", ["run.seed=3"], registry).to_dict()
+    assert MAX_SEEDS_SHOWN == 5
+    assert diff_lines(this, str(tmp_path), registry) == [
+        "run.seed: 3 → seed_0: 0, seed_1: 1, seed_2: 2, seed_3: 3, seed_4: 4, ... (2 more)"]
+    assert diff_lines(load_config(CONFIGS / "cartpole_rezero.yaml", [], registry).to_dict(),
+                      str(tmp_path / "seed_0"), registry) == []
