@@ -165,7 +165,9 @@ def _resume_command(args: argparse.Namespace, world_size: int) -> str:
     """The command line that continues this run: its config, overrides and plugin options, with
     ``--resume auto``; several ranks are started again by ``lzkernel launch``."""
     head = ["lzkernel", "run"] if world_size == 1 else ["lzkernel", "launch", "--nproc", str(world_size)]
-    return shlex.join([*head, str(args.config), *args.overrides, *plugin_argv(args), "--resume", "auto"])
+    from lzkernel.config.redact import redact_argv
+
+    return shlex.join([*head, str(args.config), *redact_argv(args.overrides), *plugin_argv(args), "--resume", "auto"])
 
 
 def _report_failure(exc: BaseException, run: object) -> int:

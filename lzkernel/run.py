@@ -27,6 +27,7 @@ import numpy as np
 from lzkernel import rundir
 from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint, refuse_fresh_run_into
 from lzkernel.config.loader import ResolvedConfig
+from lzkernel.config.redact import redact_argv, redact_tree
 from lzkernel.component import missing_members, protocol_members
 from lzkernel.errors import CheckpointError, ConfigError, PluginError
 from lzkernel.memory import retain_freed_memory
@@ -413,7 +414,7 @@ class RunContext:
             except (ConfigError, KeyError):
                 return ()
 
-        changes = incompatible_changes(old, self.config.to_dict(), component_safe)
+        changes = incompatible_changes(old, redact_tree(self.config.to_dict()), component_safe)
         if changes:
             raise ConfigError(describe_changes(changes, str(path)), [c[0] for c in changes])
 
@@ -452,9 +453,9 @@ class RunContext:
         # invocation's overrides, and command.txt gains one line per invocation.
         overrides = self.dir / "overrides.txt"
         if not overrides.exists():
-            overrides.write_text("".join(o + "\n" for o in self.overrides), encoding="utf-8")
+            overrides.write_text("".join(o + "\n" for o in redact_argv(self.overrides)), encoding="utf-8")
         with open(self.dir / "command.txt", "a", encoding="utf-8") as f:
-            f.write(" ".join(self.argv) + "\n")
+            f.write(" ".join(redact_argv(self.argv)) + "\n")
         self._write_json("versions.json", {**self.versions(), "device": self.device, "world_size": self.world_size})
         self.note("run.retain_freed_memory", self.retained_freed_memory)
 

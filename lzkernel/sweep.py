@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from lzkernel.config.redact import redact_argv
 from lzkernel.errors import ConfigError
 
 #: Exit codes of a seed stopped by a signal (128 + SIGINT, 128 + SIGTERM): they end the sweep.
@@ -114,7 +115,7 @@ def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_d
                 break
             directory = seed_dir(out_dir, seed)
             cmd = seed_command(config, overrides, seed, directory, pass_args, resume)
-            print(f"lzkernel: seed {seed} ({i + 1} of {len(seeds)}) in {directory}: {shlex.join(cmd[3:])}",
+            print(f"lzkernel: seed {seed} ({i + 1} of {len(seeds)}) in {directory}: {shlex.join(redact_argv(cmd[3:]))}",
                   file=sys.stderr, flush=True)
             proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True,
                                     preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)

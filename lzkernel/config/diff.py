@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel.config.loader import load_config
+from lzkernel.config.redact import redact_tree
 from lzkernel.config.resume_check import config_changes, show_value
 from lzkernel.errors import ConfigError
 from lzkernel.registry import Registry
@@ -50,7 +51,8 @@ def diff_lines(this: Mapping[str, Any], other: str, registry: Registry) -> list[
     docstring: ``KEY: THIS → seed_0: V0, seed_1: V1, ...`` where the seeds differ). Defaults are
     filled in on both sides, so a key left out on one side and written with its default on the
     other is no difference. ConfigError (naming ``--diff``) when ``other`` cannot be read."""
-    others = _others(other, registry)
+    others = {label: redact_tree(that) for label, that in _others(other, registry).items()}
+    this = redact_tree(this)
     per_key: dict[str, tuple[Any, dict[str, Any]]] = {}
     for label, that in others.items():
         for key, a, b in config_changes(this, that):

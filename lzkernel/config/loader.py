@@ -169,7 +169,10 @@ class ResolvedConfig:
         return out
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+        """What is written and shown: :meth:`to_dict` with secrets redacted (:mod:`lzkernel.config.redact`)."""
+        from lzkernel.config.redact import redact_tree
+
+        return yaml.safe_dump(redact_tree(self.to_dict()), sort_keys=False, default_flow_style=None)
 
 
 def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>",

@@ -32,6 +32,8 @@ class FaultLoopConfig:
     hang_s: float = option(600.0, doc="How long it hangs.", min=0.0)
     raise_rank: int = option(-1, doc="Rank that raises (-1: none).")
     raise_at_iter: int = option(3, doc="Iteration before which it raises.", min=1)
+    api_token: str = option("", doc="A credential: never written (RELIABILITY E7); its length is noted in "
+                            "resolved.json as fault_loop.api_token_length, to show the trainer got the real value.")
 
 
 class FaultLoop:
@@ -43,6 +45,8 @@ class FaultLoop:
 
         self.cfg, self.run = cfg, run
         self.param = torch.zeros(1)
+        if cfg.api_token:
+            run.note("fault_loop.api_token_length", len(cfg.api_token))
 
     def state_dict(self) -> dict[str, Any]:
         return {"param": self.param.clone()}
