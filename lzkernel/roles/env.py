@@ -35,10 +35,12 @@ class StepBatch:
     #: [E] simulator states of the rows' current positions (envs that offer a :class:`Simulator`;
     #: None elsewhere). They are the env's own states: read them or ``clone`` them, never step them.
     states: Sequence[Any] | None = None
-    #: [E] bool, or None (no row): rows whose env raised in this ``step`` and was recreated
-    #: (an env's ``max_restarts``). The row's running episode is abandoned: keep none of its
-    #: transitions. ``obs``, ``legal``, ``to_play`` and ``states`` are the new env's first state;
-    #: reward 0 and no episode end.
+    #: [E] int64, or None (no env was): times each row's env raised and was recreated during
+    #: this call (an env's ``max_restarts``). A row with a count that did not end an episode
+    #: abandoned its running episode (the step that raised took no transition): keep none of it
+    #: that was not handed on yet. Its ``obs``, ``legal``, ``to_play`` and ``states`` are the new
+    #: env's first state; reward 0 and no episode end. (A row that ended its episode and has a
+    #: count lost nothing: the env raised while starting the next episode.)
     restarted: np.ndarray | None = None
 
 

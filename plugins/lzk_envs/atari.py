@@ -33,7 +33,7 @@ import gymnasium
 import numpy as np
 
 from lzkernel import ConfigError, FrameCallback, decode_frames
-from lzk_envs.vector import EnvRestarts
+from lzk_envs.restarts import EnvRestarts
 
 FRAME_SCALE = 255.0
 #: ITU-R BT.601 luma weights (OpenCV's RGB2GRAY) for R, G, B.
@@ -254,4 +254,5 @@ class AtariEnvSpec:
         # The lives of one game are episodes that share the emulator: a restored env replays its
         # whole history since the seeded first reset (see GymVectorEnv).
         return GymVectorEnv(self.id, lambda i: AtariEnv(self.settings), num_envs, seed, self.obs_shape,
-                            self.num_actions, on_frame=on_frame, replay_from="seed", restarts=self.restarts)
+                            self.num_actions, on_frame=on_frame, replay_from="seed",
+                            restarts=self.restarts if on_frame is None else EnvRestarts())  # as gym's video envs

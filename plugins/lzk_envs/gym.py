@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 import warnings
 from array import array
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ import numpy as np
 
 from lzkernel import (ConfigError, FrameCallback, LzkernelError, StepBatch, generator_state, progressed,
                       set_generator_state)
-from lzk_envs.vector import MAX_BACKOFF_S, EnvRestarts, check_restored, check_step_args
+from lzk_envs.restarts import EnvRestarts, RestartBook
+from lzk_envs.vector import check_restored, check_step_args
 
 log = logging.getLogger("lzkernel")
 
@@ -182,8 +182,8 @@ class GymEnvSpec:
             return _make(self.id, {**self.kwargs, "render_mode": "rgb_array"} if i == 0 else self.kwargs,
                          self.max_episode_steps)
 
-        return GymVectorEnv(self.id, make, num_envs, seed, self.obs_shape, self.num_actions, on_frame=on_frame,
-                            restarts=self.restarts)
+        # No restarts: a recreated env 0 would leave a half-drawn episode in the video.
+        return GymVectorEnv(self.id, make, num_envs, seed, self.obs_shape, self.num_actions, on_frame=on_frame)
 
 
 class GymVectorEnv:
@@ -200,9 +200,9 @@ class GymVectorEnv:
     and keeps nothing of the previous episode. ``"seed"`` (envs whose episodes share state, as
     Atari's lives of one game) replays everything since the env's seeded first reset.
 
-    An env that raises is recreated as ``restarts`` says (:class:`EnvRestarts`); the step that
-    recreated it marks its row in ``StepBatch.restarted``, and its replay starts at the new env's
-    seeded reset.
+    An env that raises is recreated as ``restarts`` says (:class:`EnvRestarts`, counted in
+    ``self.book``); the call that recreated it counts it in its row of ``StepBatch.restarted``,
+    and its replay starts at the new env's seeded reset.
     """
 
     def __init__(
@@ -232,12 +232,10 @@ class GymVectorEnv:
         self.num_actions = num_actions
         self.make_env = make_env
         self.restarts = restarts
-        self.failures = 0  # envs recreated so far (all indices)
+        self.book = RestartBook(restarts, seed, num_envs)
         self._envs = [make_env(i) for i in range(num_envs)]
         self._seeded = False  # env i gets seed + i at its first reset only, then runs on
         self._env_seed = [seed + i for i in range(num_envs)]  # the seed env i last started from
-        self._restarts_of = [0] * num_envs  # times env i was recreated (its restart seeds' index)
-        self._in_a_row = [0] * num_envs  # restarts of env i since its last finished episode
         self._obs = np.zeros((num_envs, *obs_shape), np.float32)  # [E, *O]
         self._legal = np.ones((num_envs, num_actions), bool)  # [E, A]
         self._ret = np.zeros(num_envs, np.float64)  # [E] running episode return
@@ -305,62 +303,62 @@ class GymVectorEnv:
                               "it needs render_mode='rgb_array' support")
         return arr
 
-    def _reset_one(self, i: int, seed: int | None = None) -> None:
-        """Start env i's next episode: seeded with ``seed``, else ``seed + i`` the first time."""
-        if seed is None and not self._seeded:
-            seed = self.seed + i
-        if seed is not None or self.replay_from == "episode":
-            self._replay_seed[i] = seed
-            self._replay_rng[i] = None if seed is not None else generator_state(self._envs[i].unwrapped.np_random)
-            self._replay_actions[i] = array("q")
+    def _who(self, i: int, where: str, seed: int | None = None) -> str:
+        """``gymnasium env 'ID' (env index i, seed S, <where>)``: what an env error is prefixed
+        with; S is ``seed``, else the seed env i's episodes started from."""
+        return f"gymnasium env {self.env_id!r} (env index {i}, seed {self._env_seed[i] if seed is None else seed}, {where})"
+
+    def _reset_one(self, i: int) -> None:
+        """Start env i's next episode (seeded with ``seed + i`` the first time)."""
+        seed = self.seed + i if not self._seeded else None
+        record = seed is not None or self.replay_from == "episode"  # a replay starts here
+        rng = None if seed is not None or not record else generator_state(self._envs[i].unwrapped.np_random)
         try:
             obs, info = self._envs[i].reset(seed=seed)
         except LzkernelError:
             raise
         except Exception as exc:  # name the env: the run's one-line error would not say which
-            self._recreate(i, exc, f"gymnasium env {self.env_id!r} (env index {i}) raised {type(exc).__name__} "
-                                   f"in reset(seed={seed}): {exc}")
+            where = "its first reset" if seed is not None else f"reset after step {self._len[i]} of its episode"
+            self._recreate(i, exc, f"{self._who(i, where)} raised {type(exc).__name__} in reset(seed={seed}): {exc}")
             return
-        if seed is not None:
-            self._env_seed[i] = seed
+        if record:
+            self._replay_seed[i], self._replay_rng[i], self._replay_actions[i] = seed, rng, array("q")
+        self._begin(i, obs, info)
+
+    def _begin(self, i: int, obs: Any, info: dict[str, Any]) -> None:
+        """Env i's row holds the first state ``obs``, ``info`` of a new episode."""
         self._obs[i] = self._check_obs(i, obs)
         self._legal[i] = self._mask(i, info)
         self._ret[i] = 0.0
         self._len[i] = 0
 
     def _recreate(self, i: int, exc: Exception, what: str) -> None:
-        """Env i raised ``exc`` (``what`` says where, naming the env): recreate it and start its
-        first episode, or raise :class:`EnvError` once ``restarts.max_restarts`` restarts in a
-        row are spent (:class:`EnvRestarts`)."""
-        limit = self.restarts.max_restarts
-        if self._in_a_row[i] >= limit:
-            spent = f"; {limit} restart{'s' if limit != 1 else ''} in a row did not help (env.max_restarts)"
-            raise EnvError(what + (spent if limit else "")) from exc
-        self._in_a_row[i] += 1
-        self._restarts_of[i] += 1
-        self.failures += 1
-        wait = min(self.restarts.backoff_s * 2 ** (self._in_a_row[i] - 1), MAX_BACKOFF_S)
-        log.warning("%s; recreating the env (restart %d of at most %d in a row, after %.1f s); its episode is "
-                    "dropped", what, self._in_a_row[i], limit, wait)
-        try:
-            self._envs[i].close()
-        except Exception:  # noqa: BLE001 - a broken env may fail to close too; it is dropped either way
-            pass
-        time.sleep(wait)
-        seed = int(np.random.SeedSequence([self.seed, i, self._restarts_of[i]]).generate_state(1)[0] >> 1)
-        try:
-            self._envs[i] = self.make_env(i)
-        except LzkernelError:
-            raise
-        except Exception as again:  # noqa: BLE001 - counted as one more failure in a row
-            self._recreate(i, again, f"gymnasium env {self.env_id!r} (env index {i}) raised "
-                                     f"{type(again).__name__} while being recreated: {again}")
+        """Env i raised ``exc`` (``what`` says where, naming it): make a new env and start its
+        first episode from a restart seed, as often as ``self.book`` allows (a new env that
+        raises while being made or reset is one more failure in a row); else EnvError."""
+        while True:
+            seed = self.book.fail(i, exc, what, EnvError)
+            try:
+                self._envs[i].close()
+            except Exception:  # noqa: BLE001 - a broken env may fail to close too; it is dropped either way
+                pass
+            try:
+                self._envs[i] = self.make_env(i)
+                obs, info = self._envs[i].reset(seed=seed)
+            except LzkernelError:
+                raise
+            except Exception as again:  # noqa: BLE001 - counted as one more failure in a row
+                exc = again
+                what = (f"{self._who(i, 'a new env', seed)} raised {type(again).__name__} while being made or "
+                        f"reset: {again}")
+                continue
+            self._env_seed[i] = seed
+            self._replay_seed[i], self._replay_rng[i], self._replay_actions[i] = seed, None, array("q")
+            self._begin(i, obs, info)
             return
-        self._reset_one(i, seed)
 
     def _batch(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-               final_obs: np.ndarray, ep_ret: np.ndarray, ep_len: np.ndarray,
-               restarted: np.ndarray | None = None) -> StepBatch:
+               final_obs: np.ndarray, ep_ret: np.ndarray, ep_len: np.ndarray) -> StepBatch:
         return StepBatch(
             obs=self._obs.copy(),
             legal=self._legal.copy(),
@@ -371,7 +369,7 @@ class GymVectorEnv:
             final_obs=final_obs,
             episode_return=ep_ret,
             episode_length=ep_len,
-            restarted=restarted,
+            restarted=self.book.take(),
         )
 
     # -- VectorEnv -------------------------------------------------------------------------------
@@ -406,7 +404,6 @@ class GymVectorEnv:
         ep_ret = np.zeros(e, np.float32)
         ep_len = np.zeros(e, np.int64)
         final_obs = self._obs.copy()
-        restarted = None  # [E] bool once an env was recreated in this step
         for i in np.flatnonzero(active):
             a = int(actions[i])
             if not (0 <= a < self.num_actions) or not self._legal[i, a]:
@@ -419,12 +416,8 @@ class GymVectorEnv:
             except LzkernelError:
                 raise
             except Exception as exc:  # name the env: the run's one-line error would not say which
-                self._recreate(i, exc, f"gymnasium env {self.env_id!r} (env index {i}, seed {self._env_seed[i]}, "
-                                       f"step {self._len[i] + 1} of its episode) raised {type(exc).__name__} in "
-                                       f"step({a}): {exc}")
-                if restarted is None:
-                    restarted = np.zeros(e, bool)
-                restarted[i] = True
+                self._recreate(i, exc, f"{self._who(i, f'step {self._len[i] + 1} of its episode')} raised "
+                                       f"{type(exc).__name__} in step({a}): {exc}")
                 final_obs[i] = self._obs[i]  # the StepBatch contract: no episode ended in this row
                 continue
             self._replay_actions[i].append(a)
@@ -439,9 +432,9 @@ class GymVectorEnv:
                 self.on_frame(self._render(), bool(term or trunc))
             if term or trunc:  # same-step auto-reset: the row moves on to the next episode
                 ep_ret[i], ep_len[i] = self._ret[i], self._len[i]
-                self._in_a_row[i] = 0
+                self.book.episode_ended(i)
                 self._reset_one(i)
-        return self._batch(reward, terminated, truncated, final_obs, ep_ret, ep_len, restarted)
+        return self._batch(reward, terminated, truncated, final_obs, ep_ret, ep_len)
 
     # -- ResumableVectorEnv ----------------------------------------------------------------------
 
@@ -454,7 +447,7 @@ class GymVectorEnv:
         meta = {"kind": "gymnasium", "env_id": self.env_id, "num_envs": self.num_envs, "seed": self.seed,
                 "replay_from": self.replay_from, "replay_seed": list(self._replay_seed),
                 "replay_rng": list(self._replay_rng), "env_seed": list(self._env_seed),
-                "restarts_of": list(self._restarts_of)}
+                "restarts": self.book.state()}
         arrays = {"actions": np.concatenate([np.array(a, np.int64) for a in self._replay_actions]),
                   "lengths": np.array([len(a) for a in self._replay_actions], np.int64),
                   "obs": self._obs.copy(), "legal": self._legal.copy(), "ret": self._ret.copy(), "len": self._len.copy()}
@@ -485,12 +478,18 @@ class GymVectorEnv:
         self._ret[:], self._len[:] = arrays["ret"], arrays["len"]
         # States saved before env restarts existed: no env had been recreated.
         self._env_seed = [int(x) for x in meta.get("env_seed", [self.seed + i for i in range(self.num_envs)])]
-        self._restarts_of = [int(x) for x in meta.get("restarts_of", [0] * self.num_envs)]
+        self.book.load(meta.get("restarts"))
         self._seeded = self._started = True
         e = self.num_envs
         return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
                            self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
 
     def close(self) -> None:
-        for env in self._envs:
-            env.close()
+        """Close every env; one that fails to close (a broken env left by a failed restart) is
+        logged, so that it neither stops the others closing nor hides the error being raised."""
+        for i, env in enumerate(self._envs):
+            try:
+                env.close()
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                log.warning("gymnasium env %r (env index %d) raised %s in close(): %s", self.env_id, i,
+                            type(exc).__name__, exc)

@@ -30,7 +30,7 @@ _RESTART_KEYS = ("max_restarts", "restart_backoff_s")
 
 
 def _restarts(cfg: GymEnvConfig | AtariEnvConfig) -> Any:
-    from lzk_envs.vector import EnvRestarts
+    from lzk_envs.restarts import EnvRestarts
 
     return EnvRestarts(cfg.max_restarts, cfg.restart_backoff_s)
 

@@ -1,12 +1,9 @@
 """What every vector env of this plugin checks: the shapes of ``step``'s ``actions`` and ``active``,
-and that a restored state reaches the saved observations; and how it answers an env that raises
-(:class:`EnvRestarts`).
+and that a restored state reaches the saved observations.
 
 Shape letters: E envs.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,22 +37,3 @@ def check_restored(who: str, got: dict[str, np.ndarray], saved: dict[str, np.nda
             raise ValueError(f"{who}: restoring the saved env state did not reproduce the saved {name} (env "
                              f"indices {rows[:8]}); the env is not deterministic given its seed, RNG and actions")
 
-
-#: The longest wait before recreating an env, however many restarts in a row came before.
-MAX_BACKOFF_S = 60.0
-
-
-@dataclass(frozen=True)
-class EnvRestarts:
-    """How a vector env answers an env that raises in ``reset`` or ``step`` (RELIABILITY R5).
-
-    Up to ``max_restarts`` times in a row per env (the count starts again when one of its
-    episodes ends), the env is closed and made anew after ``backoff_s`` seconds (doubling with
-    each restart in a row, at most :data:`MAX_BACKOFF_S`); its running episode is dropped and the
-    new env starts from a seed derived from (vector seed, env index, restart number). Past that,
-    or with ``max_restarts`` 0, the error ends the run. Only exceptions the env raises are
-    restarted: what it returns wrongly (a non-finite value, a bad shape or mask) is a bug of the
-    env and always ends the run."""
-
-    max_restarts: int = 0
-    backoff_s: float = 1.0

@@ -44,20 +44,26 @@ class RandomOpenings:
 
     def _open(self, batch: StepBatch, rows: np.ndarray) -> StepBatch:
         """Play the openings of the episodes that start in ``rows`` of ``batch``; the batch with
-        the rows' positions after them (rewards, ends and returns of ``batch`` unchanged)."""
+        the rows' positions after them (rewards, ends and returns of ``batch`` unchanged; env
+        restarts during the openings added to ``restarted``)."""
         todo = np.zeros(self.num_envs, np.int64)  # [E] opening moves still to play
         todo[rows] = self.rng.integers(0, self.max_moves + 1, size=len(rows))
         redraws = np.zeros(self.num_envs, np.int64)
+        restarted = None if batch.restarted is None else batch.restarted.copy()  # [E] int64
         current = batch
         while (active := todo > 0).any():
             actions = np.zeros(self.num_envs, np.int64)
             for i in np.flatnonzero(active):
                 actions[i] = self.rng.choice(np.flatnonzero(current.legal[i]))
             current = self.venv.step(actions, active=active)
-            self.opening_steps += int(active.sum())
-            todo[active] -= 1
             ended = (current.terminated | current.truncated) & active
-            for i in np.flatnonzero(ended):  # the opening ended the game: a new game, a new opening
+            failed = np.zeros_like(active)  # [E] recreated mid-opening: a new game, and no move was made
+            if current.restarted is not None:
+                failed = active & (current.restarted > 0) & ~ended
+                restarted = current.restarted if restarted is None else restarted + current.restarted
+            self.opening_steps += int(active.sum()) - int(failed.sum())
+            todo[active] -= 1
+            for i in np.flatnonzero(ended | failed):  # the opening ended the game: a new game, a new opening
                 redraws[i] += 1
                 todo[i] = 0 if redraws[i] >= _MAX_REDRAWS else self.rng.integers(0, self.max_moves + 1)
         if current is batch:
@@ -68,7 +74,7 @@ class RandomOpenings:
         ended = batch.terminated | batch.truncated
         final_obs[ended] = batch.final_obs[ended]
         return replace(batch, obs=current.obs, legal=current.legal, to_play=current.to_play,
-                       states=current.states, final_obs=final_obs)
+                       states=current.states, final_obs=final_obs, restarted=restarted)
 
     def reset(self) -> StepBatch:
         """Reset every env, then play each one's opening."""
@@ -79,7 +85,7 @@ class RandomOpenings:
         batch = self.venv.step(actions, active=active)
         ended = batch.terminated | batch.truncated  # and the rows of recreated envs: a new episode too
         if batch.restarted is not None:
-            ended = ended | batch.restarted
+            ended = ended | (batch.restarted > 0)
         if active is not None:
             ended &= np.asarray(active, bool)  # an unstepped row cannot have started an episode
         ended = np.flatnonzero(ended)

@@ -204,7 +204,7 @@ class PlayResult:
     pieces: list[Trajectory]  # pieces that finished in this call, in order ([] when not recording)
     env_steps: int  # env steps taken by this call
     policy_metrics: dict[str, float]  # mean over act calls of each metric the policy returned
-    env_failures: int = 0  # envs that raised and were recreated (StepBatch.restarted); their episodes dropped
+    env_failures: int = 0  # times an env raised and was recreated (StepBatch.restarted) since the last call
 
 
 @dataclass
@@ -278,6 +278,7 @@ class EpisodePlayer:
         self._state: StepBatch | None = None  # the envs' current states (rows of the last batch)
         self.timestep = np.zeros(venv.num_envs, np.int64)  # [E] step index within the episode
         self._records: list[_PieceRecord | None] = [None] * venv.num_envs
+        self._failures = 0  # env restarts not yet reported in a PlayResult
 
     @property
     def pending_transitions(self) -> np.ndarray:
@@ -289,6 +290,8 @@ class EpisodePlayer:
         batch = self.venv.reset()
         ids = np.arange(self.num_envs)
         check_finite(batch, ids, self.env_id)
+        if batch.restarted is not None:
+            self._failures += int(batch.restarted.sum())
         self._state = batch
         self.timestep[:] = 0
         self.window.reset(ids, batch.obs)
@@ -374,9 +377,11 @@ class EpisodePlayer:
             progressed()  # for the run's stall watchdog (lzkernel.watchdog)
             check_finite(batch, ids, self.env_id)
             ended = (batch.terminated | batch.truncated) & active  # [E]
-            failed = active & batch.restarted if batch.restarted is not None else np.zeros_like(active)  # [E]
+            failed = np.zeros_like(active)  # [E] envs whose running episode was abandoned
+            if batch.restarted is not None:
+                failed = active & (batch.restarted > 0) & ~ended
+                self._failures += int(batch.restarted.sum())
             out.env_steps += len(ids) - int(failed.sum())  # a step that raised took no transition
-            out.env_failures += int(failed.sum())
             self.timestep[ids] += 1  # now the timestep of the observation each transition led to
             for row, i in enumerate(ids):
                 if failed[i]:  # the episode is abandoned: its piece is dropped, a new one starts
@@ -392,6 +397,7 @@ class EpisodePlayer:
             if len(fresh):
                 policy.reset_envs(fresh.tolist(), self.mode)
         out.policy_metrics = {k: metric_sum[k] / metric_n[k] for k in metric_sum}
+        out.env_failures, self._failures = self._failures, 0
         return out
 
     def _advance(self, i: int, row: int, res: ActResult, batch: StepBatch, ended: bool,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lzk_envs.gym import EnvError, GymEnvSpec, GymVectorEnv
-from lzk_envs.vector import MAX_BACKOFF_S, EnvRestarts
+from lzk_envs.restarts import MAX_BACKOFF_S, EnvRestarts, pause
 from lzk_workers.rollout import EpisodePlayer
 
 EPISODE = 5  # steps per episode of the flaky env
@@ -87,8 +87,8 @@ def test_a_raising_step_recreates_the_env_and_marks_its_row(caplog: pytest.LogCa
     venv.step(acts), venv.step(acts)
     with caplog.at_level(logging.WARNING, logger="lzkernel"):
         batch = venv.step(acts)  # env 1's third step raises
-    assert batch.restarted is not None and batch.restarted.tolist() == [False, True, False]
-    assert venv.failures == 1 and len(maker.made[1]) == 2 and maker.made[1][0].closed
+    assert batch.restarted is not None and batch.restarted.tolist() == [0, 1, 0]
+    assert venv.book.failures == 1 and len(maker.made[1]) == 2 and maker.made[1][0].closed
     # Row 1 is the new env's first state, from a seed that is not the original seed + 1.
     assert batch.obs[1, 1] == 0.0 and batch.reward[1] == 0.0
     assert not batch.terminated[1] and not batch.truncated[1]
@@ -98,7 +98,7 @@ def test_a_raising_step_recreates_the_env_and_marks_its_row(caplog: pytest.LogCa
     assert batch.obs[0, 1] == 3.0 and batch.obs[2, 1] == 3.0 and batch.reward[0] == 1.0
     message = " ".join(r.getMessage() for r in caplog.records)
     assert "'flaky' (env index 1, seed 11, step 3 of its episode) raised RuntimeError" in message, message
-    assert "restart 1 of at most 1 in a row" in message and "episode is dropped" in message, message
+    assert "recreating the env (restart 1 of at most 1 in a row, waiting 0.0 s first)" in message, message
     # The recreated env steps on normally and ends its episode after EPISODE steps.
     for _ in range(EPISODE - 1):
         assert venv.step(acts).restarted is None
@@ -116,7 +116,7 @@ def test_restart_seeds_are_reproducible_and_a_saved_state_replays_from_them() ->
     meta, arrays = a.state_dict()
     restored = _venv(Maker(), 1).load_state_dict(meta, arrays)  # checks it reaches the saved rows
     assert np.array_equal(restored.obs, ba.obs)
-    assert meta["env_seed"][0] != 10 and meta["restarts_of"] == [1, 0, 0]
+    assert meta["env_seed"][0] != 10 and meta["restarts"]["restarts_of"] == [1, 0, 0]
     assert ba.obs[0, 0] == np.float32(_seeded_x(meta["env_seed"][0]))
 
 
@@ -125,13 +125,14 @@ def test_restarts_in_a_row_are_bounded_and_the_error_names_env_index_seed_and_st
     maker = Maker({(0, 0): ({1}, set()), (0, 1): ({1}, set())})
     venv = _venv(maker, max_restarts=1, num_envs=1)
     venv.reset()
-    assert venv.step(np.zeros(1, np.int64)).restarted.tolist() == [True]
+    assert venv.step(np.zeros(1, np.int64)).restarted.tolist() == [1]
     seed = venv.state_dict()[0]["env_seed"][0]
     with pytest.raises(EnvError) as err:
         venv.step(np.zeros(1, np.int64))
     text = str(err.value)
     assert f"'flaky' (env index 0, seed {seed}, step 1 of its episode) raised RuntimeError in step(0)" in text, text
-    assert text.endswith("1 restart in a row did not help (env.max_restarts)"), text
+    assert "1 restart in a row did not help (env.max_restarts); the first failure: gymnasium env 'flaky' (env " \
+        "index 0, seed 10, step 1 of its episode) raised RuntimeError" in text, text
     assert isinstance(err.value.__cause__, RuntimeError)
 
 
@@ -142,7 +143,7 @@ def test_the_count_in_a_row_starts_again_when_an_episode_ends() -> None:
     venv = _venv(Maker(plan), max_restarts=1, num_envs=1)
     venv.reset()
     restarts = sum(bool(venv.step(np.zeros(1, np.int64)).restarted is not None) for _ in range(3 * (EPISODE + 2)))
-    assert restarts == 3 and venv.failures == 3
+    assert restarts == 3 and venv.book.failures == 3
 
 
 def test_without_restarts_the_first_error_ends_the_run_as_before() -> None:
@@ -162,26 +163,28 @@ def test_a_raising_auto_reset_recreates_the_env_and_keeps_the_finished_episode()
         venv.step(np.zeros(1, np.int64))
     batch = venv.step(np.zeros(1, np.int64))
     assert batch.terminated[0] and batch.episode_length[0] == EPISODE and batch.episode_return[0] == EPISODE
-    assert batch.restarted is None  # nothing of a running episode was lost
-    assert venv.failures == 1 and batch.obs[0, 1] == 0.0
+    assert batch.restarted.tolist() == [1]  # counted; the row ended its episode, so nothing was lost
+    assert venv.book.failures == 1 and batch.obs[0, 1] == 0.0
 
 
 def test_a_failure_while_recreating_counts_as_one_more_in_a_row() -> None:
     maker = Maker({(0, 0): ({1}, set())}, broken={(0, 1)})
     venv = _venv(maker, max_restarts=2, num_envs=1)
     venv.reset()
-    assert venv.step(np.zeros(1, np.int64)).restarted.tolist() == [True]
-    assert venv.failures == 2 and len(maker.made[0]) == 3
+    assert venv.step(np.zeros(1, np.int64)).restarted.tolist() == [2]
+    assert venv.book.failures == 2 and len(maker.made[0]) == 3
     # With one restart allowed, the construction failure is the second in a row: the run ends.
     venv = _venv(Maker({(0, 0): ({1}, set())}, broken={(0, 1)}), max_restarts=1, num_envs=1)
     venv.reset()
-    with pytest.raises(EnvError, match="ConnectionError while being recreated.*1 restart in a row"):
+    with pytest.raises(EnvError, match=r"\(env index 0, seed \d+, a new env\) raised ConnectionError while being made "
+                                        "or reset.*1 restart "
+                                        "in a row did not help.*the first failure: .*step 1 of its episode"):
         venv.step(np.zeros(1, np.int64))
 
 
 def test_the_wait_doubles_with_each_restart_in_a_row_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[float] = []
-    monkeypatch.setattr("lzk_envs.gym.time.sleep", waits.append)
+    monkeypatch.setattr("lzk_envs.restarts.pause", waits.append)
     plan = {(0, n): ({1}, set()) for n in range(9)}
     venv = GymVectorEnv("flaky", Maker(plan), 1, 0, (2,), 2, restarts=EnvRestarts(8, 1.5))
     venv.reset()
@@ -242,3 +245,101 @@ def test_the_config_keys_reach_the_vector_env(name: str, section: dict[str, Any]
         assert venv.restarts == EnvRestarts(4, 0.5)
     finally:
         venv.close()
+
+
+def test_no_recursion_however_many_restarts_are_allowed() -> None:
+    """An env that can never come back, with 3,000 restarts allowed: the loop spends them and ends
+    with the env's error, not a RecursionError (Python's default limit is 1,000 frames)."""
+    plan = {(0, n): ({1}, set()) if n == 0 else (set(), {1}) for n in range(3002)}  # then every reset raises
+    venv = _venv(Maker(plan), max_restarts=3000, num_envs=1)
+    venv.reset()
+    with pytest.raises(EnvError, match="3000 restarts in a row did not help"):
+        venv.step(np.zeros(1, np.int64))
+    assert venv.book.failures == 3000
+
+
+def test_the_backoff_tells_the_stall_watchdog_that_the_run_is_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks: list[str] = []
+    monkeypatch.setattr("lzk_envs.restarts.progressed", lambda: ticks.append("progress"))
+    monkeypatch.setattr("lzk_envs.restarts.time.sleep", lambda s: ticks.append(f"sleep {s:.1f}"))
+    clock = iter([0.0, 0.0, 1.0, 2.0, 2.5])
+    monkeypatch.setattr("lzk_envs.restarts.time.monotonic", lambda: next(clock))
+    pause(2.5)
+    assert ticks == ["sleep 1.0", "progress", "sleep 1.0", "progress", "sleep 0.5", "progress"]
+
+
+def test_a_resumed_run_restarts_where_the_uninterrupted_one_would() -> None:
+    """Restart seeds and the count in a row continue across state_dict/load_state_dict: with one
+    restart allowed and two failures in a row around the save, both runs end with the error."""
+    plan = {(0, 0): ({2}, set()), (0, 1): ({2}, set())}
+    straight = _venv(Maker(plan), 1, num_envs=1)
+    straight.reset()
+    acts = np.zeros(1, np.int64)
+    straight.step(acts), straight.step(acts)  # the second step raises: restart 1
+    meta, arrays = straight.state_dict()
+    resumed = _venv(Maker({(0, 0): ({2}, set())}), 1, num_envs=1)  # the restored env fails as the straight one's
+    resumed.load_state_dict(meta, arrays)
+    assert resumed.book.state() == straight.book.state()
+    for venv in (straight, resumed):
+        venv.step(acts)
+        with pytest.raises(EnvError, match="1 restart in a row did not help"):
+            venv.step(acts)
+    # A restart after the resume takes the seed the uninterrupted run took.
+    again = {(0, 0): ({2}, set()), (0, 1): ({7}, set())}
+    a = _venv(Maker(again), 2, num_envs=1)
+    a.reset(), a.step(acts), a.step(acts)
+    meta, arrays = a.state_dict()
+    b = _venv(Maker({(0, 0): ({7}, set())}), 2, num_envs=1)
+    b.load_state_dict(meta, arrays)
+    for _ in range(EPISODE + 3):
+        assert np.array_equal(a.step(acts).obs, b.step(acts).obs)
+    assert a.book.restarts_of == b.book.restarts_of == [2]
+
+
+def test_the_player_counts_restarts_in_resets_too() -> None:
+    """A first reset and an auto-reset that raise are counted in env_failures, and lose no episode."""
+    maker = Maker({(0, 0): (set(), {1}), (1, 0): (set(), {2})})  # env 0's first reset, env 1's second
+    spec = GymEnvSpec(id="flaky", obs_shape=(2,), num_actions=2)
+    player = EpisodePlayer(_venv(maker, 1, num_envs=2), spec, 1, mode="collect", record=True)
+    result = player.play(_Policy(), np.array([1, 1]))
+    assert result.env_failures == 2
+    assert len(result.episodes) == 2 and [len(p.actions) for p in result.pieces] == [EPISODE, EPISODE]
+    assert result.env_steps == 2 * EPISODE
+    assert player.play(_Policy(), np.array([1, 1])).env_failures == 0  # reported once
+
+
+def test_segment_play_drops_only_the_running_piece() -> None:
+    """play_segments (UniZero's collector): the pieces of the abandoned episode handed out before
+    the failure stay handed out (the segment buffer closes them as a truncated episode); the
+    piece running at the failure is dropped, and the next starts at the new env's timestep 0."""
+    maker = Maker({(0, 0): ({4}, set())})
+    spec = GymEnvSpec(id="flaky", obs_shape=(2,), num_actions=2)
+    player = EpisodePlayer(_venv(maker, 1, num_envs=1), spec, 1, mode="collect", record=True)
+    result = player.play_segments(_Policy(), 2, n_episode=1)
+    starts = [(float(p.obs[0][1]), len(p.actions), p.ended) for p in result.pieces]
+    # t 0-2 handed out; t 2-3 dropped at the failing 4th step; then the new env's whole episode.
+    assert starts == [(0.0, 2, False), (0.0, 2, False), (2.0, 2, False), (4.0, 1, True)], starts
+    assert result.env_failures == 1
+
+
+def test_openings_count_only_the_moves_made_and_reopen_a_recreated_env() -> None:
+    from lzk_workers.openings import RandomOpenings
+
+    maker = Maker({(0, 0): ({1}, set())})  # env 0's first opening move raises
+    venv = RandomOpenings(_venv(maker, 1, num_envs=2), 3, np.random.default_rng(0))
+    batch = venv.reset()
+    assert batch.restarted is not None and batch.restarted.tolist() == [1, 0]
+    made = sum(env.steps for envs in maker.made.values() for env in envs)
+    assert venv.opening_steps == made - 1  # the move that raised was not made
+    # Each row sits after its opening: row 0's in the new env (its timestep t = opening moves made there).
+    assert batch.obs[0, 1] == maker.made[0][1].steps
+
+
+def test_video_envs_are_never_restarted() -> None:
+    spec = GymEnvSpec.probe("CartPole-v1", restarts=EnvRestarts(3, 0.0))
+    assert spec.make_vector(1, 0).restarts == EnvRestarts(3, 0.0)
+    video = spec.make_rendering_vector(1, 0, lambda frame, done: None)
+    try:
+        assert video.restarts == EnvRestarts()  # a recreated env 0 would leave a half episode in the video
+    finally:
+        video.close()

@@ -75,7 +75,8 @@ def test_a_final_state_may_have_no_legal_action() -> None:
 
 
 @pytest.mark.parametrize("where, call", [("step", r", seed 1, step 1 of its episode\) raised RuntimeError in step\(1\)"),
-                                         ("reset", r"\) raised RuntimeError in reset\(seed=None\)")])
+                                         ("reset", r", seed 1, reset after step 1 of its episode\) raised RuntimeError in "
+                                                       r"reset\(seed=None\)")])
 def test_an_exception_from_the_env_names_the_env_and_its_index(where: str, call: str) -> None:
     venv = make_gym_env(GymEnvConfig(id="LzkTest/Raising-v0", kwargs={"where": where}), None).make_vector(2, seed=0)
     venv.reset()
