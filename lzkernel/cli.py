@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="auto|PATH", help="resume from the newest checkpoint (auto) or PATH")
     run.add_argument("--seeds", nargs="+", action="extend", metavar="S",
                      help="one run per seed, one after another, in <run.out_dir>/seed_<S> (then a status line each)")
+    run.add_argument("--grid", action="append", metavar="KEY=V1,V2",
+                     help="one run per combination of the values (repeat for more keys), in <run.out_dir>/KEY=V,... "
+                          "(with --seeds: each seed below it)")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     _plugin_opts(run)
 
@@ -127,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel = _kernel(args)
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
-    if args.seeds:
+    if args.seeds or args.grid:
         from lzkernel.sweep import start_sweep
 
         return start_sweep(args, kernel, config.run.out_dir)
@@ -254,10 +257,7 @@ def _explain(args: argparse.Namespace, kernel: object) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import math
-    import statistics
-
-    from lzkernel.evaluate import evaluate, summary
+    from lzkernel.evaluate import evaluate, over_seeds, summary
 
     if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
@@ -272,7 +272,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     targets = expand_sweeps([args.target])  # a sweep's directory: each of its seeds' runs
     if len(targets) > 1 and args.video:
-        raise ConfigError(f"--video with the sweep {args.target}: name one seed's run directory")
+        raise ConfigError(f"--video with the sweep {args.target}: name one of its run directories")
     kernel = _kernel(args)
     kernel.raise_on_errors()
     reports = []
@@ -282,10 +282,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                 video_episodes=args.video_episodes))
         for line in summary(reports[-1]):
             print(line)
-    if len(reports) > 1:  # over the seeds: the mean and spread of their evaluations' mean returns
-        means = [r["metrics"].get("eval/return_mean", math.nan) for r in reports]
-        print(f"{len(reports)} seeds: return mean over seeds {statistics.fmean(means):.3f}  "
-              f"std {statistics.pstdev(means):.3f}  min {min(means):.3f}  max {max(means):.3f}")
+    for line in over_seeds(targets, reports):  # a sweep: each group of seeds' mean and spread of mean returns
+        print(line)
     if args.json:
         try:
             with open(args.json, "w", encoding="utf-8") as f:

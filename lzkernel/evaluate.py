@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -232,4 +233,22 @@ def summary(report: dict[str, Any]) -> list[str]:
     if "video" in report:
         v = report["video"]
         lines.append(f"video {v['path']}: {v['frames']} frames at {v['fps']:g} fps (episodes of {v['episode_lengths']} steps)")
+    return lines
+
+
+def over_seeds(targets: list[str], reports: list[dict[str, Any]]) -> list[str]:
+    """The lines under a sweep's evaluations: for every group of seeds (the runs in one
+    ``seed_<S>`` parent: a ``--seeds`` sweep, or one point of a ``--grid``), the mean, spread and
+    range of their evaluations' mean returns; nothing for runs evaluated alone."""
+    groups: dict[Path, list[float]] = {}
+    for target, report in zip(targets, reports):
+        path = Path(target)
+        if path.name.startswith("seed_"):
+            groups.setdefault(path.parent, []).append(report["metrics"].get("eval/return_mean", math.nan))
+    lines = []
+    for parent, means in groups.items():
+        if len(means) > 1:
+            head = f"{parent.name}: " if len(groups) > 1 else ""
+            lines.append(f"{head}{len(means)} seeds: return mean over seeds {statistics.fmean(means):.3f}  "
+                         f"std {statistics.pstdev(means):.3f}  min {min(means):.3f}  max {max(means):.3f}")
     return lines

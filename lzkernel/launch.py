@@ -96,9 +96,10 @@ def _check_config(nproc: int, run_args: Sequence[str]) -> None:
 
     parser = _parser()
     args = _parse(parser, ["run", *run_args])
-    if args.seeds:
-        raise ConfigError("lzkernel launch: --seeds runs one process per seed (lzkernel run --seeds); "
-                          "launch each seed's run on its own")
+    if args.seeds or args.grid:
+        what = "--seeds" if args.seeds else "--grid"
+        raise ConfigError(f"lzkernel launch: {what} runs one process per run (lzkernel run {what}); "
+                          "launch each run on its own")
     kernel = _kernel(args)
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)

@@ -1,18 +1,22 @@
-"""``lzkernel run CONFIG --seeds 0 1 2``: one run per seed, one after another, each in its own
-directory ``<run.out_dir>/seed_<S>``, then one status line per seed.
+"""Sweeps: ``lzkernel run CONFIG --seeds 0 1 2`` runs one seed after another, each in its own
+directory ``<run.out_dir>/seed_<S>``; ``--grid KEY=V1,V2`` (repeatable) runs every combination
+of the values given (the grid's points, in the order written), each in
+``<run.out_dir>/<KEY=V,...>`` or, with ``--seeds``, in ``<run.out_dir>/<KEY=V,...>/seed_<S>``.
+Then one status line per run, and how many solved (per point of a grid).
 
-Each seed runs as its own ``lzkernel run`` process (same config, overrides and plugin options,
-plus ``run.seed=S`` and its directory), so nothing one run leaves in a process (numba's and
-torch's thread pools, signal handlers, plugin state) reaches the next, and each run directory is
-exactly what a single run would write: ``lzkernel status``, ``plot`` (the seeds drawn as a median
-with a band), ``eval`` and ``--resume auto`` work on them unchanged. One at a time, because on a
-small machine two runs side by side halve each other's speed.
+Each run is its own ``lzkernel run`` process (same config, overrides and plugin options, plus the
+point's overrides, ``run.seed=S`` and its directory), so nothing one run leaves in a process
+(numba's and torch's thread pools, signal handlers, plugin state) reaches the next, and each run
+directory is exactly what a single run would write: ``lzkernel status``, ``plot`` (runs that
+differ only in their seed drawn as a median with a band), ``eval``, ``config --diff`` and
+``--resume auto`` work on them, and take the sweep's directory for all its runs. One at a time,
+because on a small machine two runs side by side halve each other's speed.
 
-A seed that fails (exit 1) is reported and the next one starts. A signal (Ctrl-C, SIGTERM, to
-this process or its whole group) is passed on to the running seed once, which saves and stops, and
-ends the sweep; its exit code is then the stopped seed's (128 + N). Otherwise it is the first
-non-zero one of the seeds, else 0. Continuing a stopped sweep: the same command with ``--resume
-auto`` (each seed resumes its own directory, or starts if it has none yet).
+A run that fails (exit 1) is reported and the next one starts. A signal (Ctrl-C, SIGTERM, to
+this process or its whole group) is passed on to the running run once, which saves and stops, and
+ends the sweep; its exit code is then the stopped run's (128 + N). Otherwise it is the first
+non-zero one of the runs, else 0. Continuing a stopped sweep: the same command with ``--resume
+auto`` (each run resumes its own directory, or starts if it has none yet).
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,41 +35,120 @@ from lzkernel.errors import ConfigError
 
 #: Exit codes of a seed stopped by a signal (128 + SIGINT, 128 + SIGTERM): they end the sweep.
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+#: Keys a sweep sets itself: a grid cannot vary them.
+_OWN_KEYS = ("run.seed", "run.out_dir")
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run of a sweep: its directory, its overrides (the grid point's, then ``run.seed``), and
+    the point it belongs to ("" without a grid) and its seed (None: the config's)."""
+
+    directory: Path
+    overrides: tuple[str, ...]
+    point: str
+    seed: int | None
+
+
+def split_values(text: str) -> list[str]:
+    """``a,[1,2],{x: 1},'p,q'`` → the values at the top level of commas (inside brackets, braces
+    and quotes a comma belongs to the value)."""
+    values, depth, quote, start = [], 0, "", 0
+    for k, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            values.append(text[start:k].strip())
+            start = k + 1
+    values.append(text[start:].strip())
+    return values
+
+
+def grid_points(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The points of ``--grid KEY=V1,V2,...`` (each ``spec`` one key): ``(name, overrides)`` for
+    every combination, the first key varying slowest; the name, ``KEY=V,KEY=V``, is the point's
+    directory (a ``/`` in a value becomes ``_``). ConfigError naming ``--grid`` for a bad spec."""
+    axes: list[list[str]] = []
+    keys: list[str] = []
+    for spec in specs:
+        key, eq, text = spec.partition("=")
+        key = key.strip()
+        if not eq or not key or key.startswith(("~", "-")):
+            raise ConfigError(f"--grid {spec}: expected KEY=VALUE1,VALUE2,... (e.g. --grid policy.lr=1e-3,3e-3)")
+        if key.lstrip("+") in _OWN_KEYS:
+            raise ConfigError(f"--grid {spec}: {key.lstrip('+')} is set by the sweep (use --seeds for seeds; each "
+                              "run's directory is below run.out_dir)")
+        if key.lstrip("+") in (k.lstrip("+") for k in keys):
+            raise ConfigError(f"--grid {spec}: {key.lstrip('+')} is given twice; give all its values in one --grid")
+        values = split_values(text)
+        if any(not v for v in values) or len(set(values)) != len(values):
+            raise ConfigError(f"--grid {spec}: expected distinct, non-empty values separated by commas")
+        keys.append(key)
+        axes.append(values)
+    points = []
+    for combo in itertools.product(*axes):
+        overrides = [f"{key}={value}" for key, value in zip(keys, combo)]
+        points.append((",".join(o.lstrip("+") for o in overrides).replace("/", "_"), overrides))
+    return points
+
+
+def plan(out_dir: str | Path, grid: Sequence[str], seeds: Sequence[int]) -> list[SweepRun]:
+    """Every run of a sweep, in the order they run: each grid point (one point without a grid),
+    each seed within it (the config's seed without ``seeds``)."""
+    runs = []
+    for name, overrides in grid_points(grid) if grid else [("", [])]:
+        base = Path(out_dir) / name if name else Path(out_dir)
+        for seed in seeds or [None]:
+            directory = seed_dir(base, seed) if seed is not None else base
+            extra = [f"run.seed={seed}"] if seed is not None else []
+            runs.append(SweepRun(directory, (*overrides, *extra), name, seed))
+    return runs
 
 
 def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
-    """``lzkernel run --seeds`` (``args``: the parsed command line; ``out_dir``: the resolved
-    ``run.out_dir``): every seed's config validated and its directory checked here (exit 2 before
-    any seed starts), then :func:`run_seeds`."""
+    """``lzkernel run --seeds/--grid`` (``args``: the parsed command line; ``out_dir``: the
+    resolved ``run.out_dir``): every run's config validated and its directory checked here (exit
+    2 before any run starts), then :func:`run_all`."""
     from lzkernel.checkpoint import refuse_fresh_run_into
     from lzkernel.cli import plugin_argv
     from lzkernel.config.loader import load_config
 
+    seeds, grid = args.seeds or [], args.grid or []
+    what = "--seeds" if not grid else "--grid"
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ConfigError("--seeds runs one process per seed; it cannot run under a multi-rank launcher "
-                          "(launch each seed's run on its own)")
-    if len(set(args.seeds)) != len(args.seeds):
+        raise ConfigError(f"{what} runs one process per run; it cannot run under a multi-rank launcher "
+                          "(launch each run on its own)")
+    if len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {' '.join(map(str, args.seeds))}: a seed is repeated (each gets one run directory)")
     if args.resume not in (None, "auto"):
-        raise ConfigError(f"--resume {args.resume} with --seeds: a checkpoint belongs to one run; use --resume auto "
-                          "(each seed resumes its own directory)")
-    if any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
+        raise ConfigError(f"--resume {args.resume} with {what}: a checkpoint belongs to one run; use --resume auto "
+                          "(each run resumes its own directory)")
+    if seeds and any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
         raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
-    # run.out_dir (the file's or an override's) is the sweep's directory; each seed gets its own below it
+    runs = plan(out_dir, grid, seeds)
+    varied = {o.split("=", 1)[0].lstrip("+") for o in runs[0].overrides}
+    if clash := sorted(varied & {o.split("=", 1)[0].lstrip("+~") for o in args.overrides}):
+        raise ConfigError(f"--grid varies {', '.join(clash)}, which an override also sets: give it in one place")
+    # run.out_dir (the file's or an override's) is the sweep's directory; each run gets its own below it
     overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
-    for seed in args.seeds:
-        directory = seed_dir(out_dir, seed)
-        load_config(args.config, [*overrides, f"run.seed={seed}", f"run.out_dir={directory}"], kernel.registry)
+    for r in runs:
+        load_config(args.config, [*overrides, *r.overrides, f"run.out_dir={r.directory}"], kernel.registry)
         if args.resume is None:
-            refuse_fresh_run_into(directory)
+            refuse_fresh_run_into(r.directory)
     passed = [*plugin_argv(args), *["-v"] * args.verbose, *["--traceback"] * args.traceback]
-    return run_seeds(args.config, overrides, args.seeds, out_dir, passed, args.resume)
+    return run_all(args.config, overrides, runs, passed, args.resume)
 
 
 def expand_sweeps(dirs: Sequence[str]) -> list[str]:
-    """Each directory as given, except a sweep's: its seeds' run directories instead
-    (:func:`seed_dirs`; ``lzkernel status`` and ``plot`` take a sweep's directory so)."""
-    return [str(x) for d in dirs for x in (seed_dirs(Path(d)) or [d])]
+    """Each directory as given, except a sweep's: its runs' directories instead
+    (:func:`sweep_runs`; ``lzkernel status``, ``plot`` and ``eval`` take a sweep's directory so)."""
+    return [str(x) for d in dirs for x in (sweep_runs(Path(d)) or [d])]
 
 
 def seed_dir(out_dir: str | Path, seed: int) -> Path:
@@ -80,26 +165,38 @@ def seed_dirs(path: Path) -> list[Path]:
     return sorted(runs, key=lambda d: int(d.name[5:]))
 
 
-def seed_command(config: str, overrides: Sequence[str], seed: int, out_dir: Path, pass_args: Sequence[str],
-                 resume: str | None) -> list[str]:
-    """The ``lzkernel run`` command line of one seed: the sweep's config, overrides and options
-    (``pass_args``), with the seed and its directory."""
+def sweep_runs(path: Path) -> list[Path]:
+    """The run directories of the sweep in ``path``: its seeds' (:func:`seed_dirs`), or a grid's
+    points' (each a run directory, or the seeds' of that point), points in name order; [] when
+    ``path`` is not a sweep's directory."""
+    if not path.is_dir() or (path / "config.yaml").exists():
+        return []
+    if seeds := seed_dirs(path):
+        return seeds
+    points = sorted(d for d in path.iterdir() if d.is_dir() and "=" in d.name)
+    return [run for d in points for run in ([d] if (d / "config.yaml").is_file() else seed_dirs(d))]
+
+
+def run_command(config: str, overrides: Sequence[str], run: SweepRun, pass_args: Sequence[str],
+                resume: str | None) -> list[str]:
+    """The ``lzkernel run`` command line of one run: the sweep's config, overrides and options
+    (``pass_args``), with the run's overrides (its point's and seed) and directory."""
     tail = ["--resume", resume] if resume else []
-    return [sys.executable, "-m", "lzkernel", "run", config, *overrides, f"run.seed={seed}",
-            f"run.out_dir={out_dir}", *pass_args, *tail]
+    return [sys.executable, "-m", "lzkernel", "run", config, *overrides, *run.overrides,
+            f"run.out_dir={run.directory}", *pass_args, *tail]
 
 
-def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_dir: str,
-              pass_args: Sequence[str], resume: str | None) -> int:
-    """Run ``seeds`` one after another (module docstring); returns the sweep's exit code.
+def run_all(config: str, overrides: Sequence[str], runs: Sequence[SweepRun], pass_args: Sequence[str],
+            resume: str | None) -> int:
+    """Run ``runs`` one after another (module docstring); returns the sweep's exit code.
 
-    Each seed runs in its own session, so a signal to the sweep's process group (Ctrl-C, a
-    ``timeout``, a batch scheduler) reaches the seed once, through this process, not twice (a
+    Each run is in its own session, so a signal to the sweep's process group (Ctrl-C, a
+    ``timeout``, a batch scheduler) reaches the run once, through this process, not twice (a
     second signal makes a run exit at once, without saving). ``pass_args``: the plugin and
-    logging options every seed gets."""
+    logging options every run gets."""
     from lzkernel.launch import die_with_parent
 
-    codes: dict[int, int] = {}
+    codes: dict[SweepRun, int] = {}
     current: list[subprocess.Popen[bytes]] = []
     stop: list[int] = []  # the signals received: no further seed starts
 
@@ -110,13 +207,12 @@ def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_d
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        for i, seed in enumerate(seeds):
+        for i, run in enumerate(runs):
             if stop:
                 break
-            directory = seed_dir(out_dir, seed)
-            cmd = seed_command(config, overrides, seed, directory, pass_args, resume)
-            print(f"lzkernel: seed {seed} ({i + 1} of {len(seeds)}) in {directory}: {shlex.join(redact_argv(cmd[3:]))}",
-                  file=sys.stderr, flush=True)
+            cmd = run_command(config, overrides, run, pass_args, resume)
+            print(f"lzkernel: {_name(run)} ({i + 1} of {len(runs)}) in {run.directory}: "
+                  f"{shlex.join(redact_argv(cmd[3:]))}", file=sys.stderr, flush=True)
             proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True,
                                     preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
             current[:] = [proc]
@@ -124,35 +220,41 @@ def run_seeds(config: str, overrides: Sequence[str], seeds: Sequence[int], out_d
                 proc.send_signal(stop[-1])
             code = proc.wait()
             current.clear()
-            codes[seed] = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
-            if code < 0 or codes[seed] in STOPPED:  # stopped by a signal (ours, or one sent to the seed)
-                stop.append(codes[seed] - 128)
+            codes[run] = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
+            if code < 0 or codes[run] in STOPPED:  # stopped by a signal (ours, or one sent to the run)
+                stop.append(codes[run] - 128)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    _report(codes, seeds, out_dir)
+    _report(codes, runs)
     if not stop:
         return next((code for code in codes.values() if code != 0), 0)
-    if len(codes) < len(seeds):
+    if len(codes) < len(runs):
         print("lzkernel: sweep stopped; continue it with the same command and --resume auto", file=sys.stderr,
               flush=True)
     # Stopped: the exit code says so (the stopped seed's 128 + N, or 128 + N of a signal between seeds).
     return next((code for code in reversed(codes.values()) if code > 128), 128 + stop[0])
 
 
-def _report(codes: dict[int, int], seeds: Sequence[int], out_dir: str) -> None:
-    """One status line per seed run, with its exit code; then how many solved, and how fast."""
+def _name(run: SweepRun) -> str:
+    """``seed 3``, ``policy.lr=0.001`` or ``policy.lr=0.001, seed 3``: a run in the sweep's lines."""
+    return ", ".join(x for x in (run.point, f"seed {run.seed}" if run.seed is not None else "") if x)
+
+
+def _report(codes: dict[SweepRun, int], runs: Sequence[SweepRun]) -> None:
+    """One status line per run, with its exit code; then how many solved, and how fast (for each
+    point of a grid)."""
     from lzkernel.runinfo import format_solved, format_status, status
 
-    print(f"lzkernel: {len(codes)} of {len(seeds)} seeds run:", file=sys.stderr, flush=True)
-    statuses = []
-    for seed, code in codes.items():
+    print(f"lzkernel: ran {len(codes)} of {len(runs)} runs:", file=sys.stderr, flush=True)
+    by_point: dict[str, list[dict[str, Any]]] = {}
+    for run, code in codes.items():
         try:
-            statuses.append(status(seed_dir(out_dir, seed)))
-            line = format_status(statuses[-1])
-        except Exception as exc:  # noqa: BLE001 - a seed that wrote nothing still gets its line (exc names it)
+            by_point.setdefault(run.point, []).append(status(run.directory))
+            line = format_status(by_point[run.point][-1])
+        except Exception as exc:  # noqa: BLE001 - a run that wrote nothing still gets its line (exc names it)
             line = str(exc)
         print(f"  exit {code:>3}  {line}", file=sys.stderr, flush=True)
-    solved = format_solved(statuses)
-    if solved is not None:
-        print(f"  {solved}", file=sys.stderr, flush=True)
+    for point, statuses in by_point.items():
+        if (solved := format_solved(statuses)) is not None:
+            print(f"  {point + ': ' if point else ''}{solved}", file=sys.stderr, flush=True)

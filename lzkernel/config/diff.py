@@ -30,17 +30,17 @@ def _resolved(path: Path, other: str, registry: Registry) -> dict[str, Any]:
 def _others(other: str, registry: Registry) -> dict[str, dict[str, Any]]:
     """The configs to compare with, by label: one for a file or a run directory ("": no label),
     one per seed (``seed_S``) for a sweep's directory."""
-    from lzkernel.sweep import seed_dirs
+    from lzkernel.sweep import sweep_runs
 
     path = Path(other)
     if not path.is_dir():
         return {"": _resolved(path, other, registry)}
     if (path / "config.yaml").is_file():
         return {"": _resolved(path / "config.yaml", other, registry)}
-    seeds = seed_dirs(path)
-    if not seeds:
+    runs = sweep_runs(path)
+    if not runs:
         raise ConfigError(f"--diff {other}: a directory without config.yaml (not a run, checkpoint or sweep directory)")
-    return {d.name: _resolved(d / "config.yaml", other, registry) for d in seeds}
+    return {d.relative_to(path).as_posix(): _resolved(d / "config.yaml", other, registry) for d in runs}
 
 
 def diff_lines(this: Mapping[str, Any], other: str, registry: Registry) -> list[str]:

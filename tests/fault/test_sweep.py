@@ -30,7 +30,7 @@ def test_each_seed_gets_its_own_run_and_a_status_line(tmp_path: Path) -> None:
         assert (resolved["seed"], resolved["out_dir"]) == (seed, str(run_dir))
         assert _summary(run_dir)["status"] == "finished" and read_metrics(run_dir)[-1]["train_iter"] == 6
         assert f"exit   0  {run_dir}: finished" in proc.stderr
-    assert "2 of 2 seeds run" in proc.stderr and "  solved 0 of 2\n" in proc.stderr  # fault_loop never solves
+    assert "ran 2 of 2 runs" in proc.stderr and "  solved 0 of 2\n" in proc.stderr  # fault_loop never solves
     # The sweep's directory stands for its seeds' run directories in `lzkernel status` (and plot).
     status = lzk(["status", "--json", out], tmp_path)
     assert status.returncode == 0, status.stderr
@@ -72,7 +72,7 @@ def test_a_signal_stops_the_sweep_and_resume_auto_continues_it(tmp_path: Path, t
             proc.communicate()
     assert proc.returncode == 143, err[-3000:]
     assert _summary(first)["status"] == "stopped" and not (out / "seed_1").exists()  # saved, not killed
-    assert "1 of 2 seeds run" in err and "continue it with the same command and --resume auto" in err
+    assert "ran 1 of 2 runs" in err and "continue it with the same command and --resume auto" in err
     # Without --resume the same sweep is refused (seed 0 holds checkpoints), before any seed runs.
     assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path),
                           "seed_0' already holds checkpoints")
@@ -97,5 +97,87 @@ def test_bad_combinations_are_refused_before_any_seed_runs(tmp_path: Path) -> No
     assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "2", "-1"], tmp_path),
                           "run.seed", "(from a command-line override)")  # every seed validated first
     assert_one_line_error(lzk(["launch", "--nproc", "2", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path),
-                          "--seeds runs one process per seed")
+                          "--seeds runs one process per run")
     assert not out.exists()
+
+
+def test_split_values_and_grid_points() -> None:
+    from lzkernel.errors import ConfigError
+    from lzkernel.sweep import grid_points, split_values
+
+    assert split_values("1e-3, 3e-3") == ["1e-3", "3e-3"]
+    assert split_values("[64,64],[128, 128],{a: 1, b: 2},'x,y'") == ["[64,64]", "[128, 128]", "{a: 1, b: 2}", "'x,y'"]
+    assert grid_points(["a.x=1,2", "+b.y=p/q,r"]) == [
+        ("a.x=1,b.y=p_q", ["a.x=1", "+b.y=p/q"]), ("a.x=1,b.y=r", ["a.x=1", "+b.y=r"]),
+        ("a.x=2,b.y=p_q", ["a.x=2", "+b.y=p/q"]), ("a.x=2,b.y=r", ["a.x=2", "+b.y=r"])]
+    for bad, needle in [(["a.x"], "expected KEY=VALUE1"), (["run.seed=1,2"], "set by the sweep"),
+                        (["a.x=1", "a.x=2"], "given twice"), (["a.x=1,1"], "distinct"), (["a.x=1,"], "non-empty"),
+                        (["~a.x=1"], "expected KEY=VALUE1")]:
+        with pytest.raises(ConfigError, match=needle):
+            grid_points(bad)
+
+
+def test_a_grid_with_seeds_runs_every_point_and_seed(tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 3})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--grid", "trainer.lr=0.1,0.5", "--seeds", "0", "1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [out / f"trainer.lr={lr}" / f"seed_{seed}" for lr in ("0.1", "0.5") for seed in (0, 1)]
+    for run_dir in runs:
+        resolved = yaml.safe_load((run_dir / "config.yaml").read_text())
+        lr, seed = run_dir.parent.name.split("=")[1], int(run_dir.name[5:])
+        assert (resolved["trainer"]["lr"], resolved["run"]["seed"]) == (float(lr), seed)
+        assert _summary(run_dir)["status"] == "finished"
+    assert "trainer.lr=0.1, seed 0 (1 of 4)" in proc.stderr and "trainer.lr=0.5, seed 1 (4 of 4)" in proc.stderr
+    assert "ran 4 of 4 runs" in proc.stderr
+    assert "  trainer.lr=0.1: solved 0 of 2\n" in proc.stderr and "  trainer.lr=0.5: solved 0 of 2\n" in proc.stderr
+    # status and config --diff take the grid's directory for all its runs.
+    status = lzk(["status", "--json", out], tmp_path)
+    assert [r["run_dir"] for r in json.loads(status.stdout)] == [str(r) for r in runs]
+    diff = lzk(["config", cfg, "-p", "lzk_fault_plugin", "--diff", out], tmp_path)
+    assert diff.returncode == 1, diff.stderr
+    assert "trainer.lr: 0.1 → trainer.lr=0.1/seed_0: 0.1, trainer.lr=0.1/seed_1: 0.1, trainer.lr=0.5/seed_0: 0.5, " \
+           "trainer.lr=0.5/seed_1: 0.5" in diff.stdout, diff.stdout
+
+
+def test_a_grid_of_two_keys_without_seeds(tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 2})
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--grid", "trainer.lr=0.1,0.5", "--grid", "trainer.sleep_s=0,0.001"],
+               tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    points = [f"trainer.lr={a},trainer.sleep_s={b}" for a in ("0.1", "0.5") for b in ("0", "0.001")]
+    assert sorted(p.name for p in out.iterdir()) == sorted(points)
+    order = [proc.stderr.index(f"lzkernel: {p} (") for p in points]
+    assert order == sorted(order)  # the first key varies slowest
+    resolved = yaml.safe_load((out / points[1] / "config.yaml").read_text())
+    assert (resolved["trainer"]["lr"], resolved["trainer"]["sleep_s"], resolved["run"]["seed"]) == (0.1, 0.001, 0)
+
+
+def test_bad_grids_are_refused_before_any_run(tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    cfg = loop_config(tmp_path / "c.yaml", out)
+    base = ["run", cfg, "-p", "lzk_fault_plugin"]
+    assert_one_line_error(lzk([*base, "--grid", "trainer.lr=0.1,0.5", "trainer.lr=0.3"], tmp_path),
+                          "--grid varies trainer.lr, which an override also sets")
+    assert_one_line_error(lzk([*base, "--grid", "trainer.lr=0.1,abc"], tmp_path), "trainer.lr")  # every point validated
+    assert_one_line_error(lzk([*base, "--grid", "run.out_dir=a,b"], tmp_path), "set by the sweep")
+    assert_one_line_error(lzk(["launch", "--nproc", "2", cfg, "-p", "lzk_fault_plugin", "--grid", "trainer.lr=1,2"],
+                              tmp_path), "--grid runs one process per run")
+    assert not out.exists()
+
+
+def test_eval_sums_up_each_group_of_seeds() -> None:
+    from lzkernel.evaluate import over_seeds
+
+    def report(mean: float) -> dict:
+        return {"metrics": {"eval/return_mean": mean}}
+
+    seeds = ["s/seed_0", "s/seed_1"]
+    assert over_seeds(seeds, [report(1.0), report(3.0)]) == [
+        "2 seeds: return mean over seeds 2.000  std 1.000  min 1.000  max 3.000"]
+    grid = ["g/a=1/seed_0", "g/a=1/seed_1", "g/a=2/seed_0", "g/a=2/seed_1", "g/b=1"]
+    lines = over_seeds(grid, [report(1.0), report(3.0), report(5.0), report(5.0), report(9.0)])
+    assert lines == ["a=1: 2 seeds: return mean over seeds 2.000  std 1.000  min 1.000  max 3.000",
+                     "a=2: 2 seeds: return mean over seeds 5.000  std 0.000  min 5.000  max 5.000"]
+    assert over_seeds(["run"], [report(1.0)]) == []
