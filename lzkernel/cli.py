@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                                     "evaluation, wall time and, while it runs, the share of its budget done.")
     st.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     st.add_argument("--json", action="store_true", help="machine-readable output (a list of objects)")
+    st.add_argument("--watch", nargs="?", const=10.0, type=float, metavar="SECONDS",
+                    help="show the lines again every SECONDS (default 10) until every run has ended (Ctrl-C stops)")
 
     plot = sub.add_parser("plot", help="PNG of a metric against env steps, train iterations and wall time (runs), "
                                        "or of time-to-solve JSON",
@@ -310,28 +312,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from lzkernel.runinfo import status_lines, watch
 
-    from lzkernel.runinfo import format_solved, format_status, status
-    from lzkernel.sweep import expand_sweeps
-
-    report, failed = [], 0
-    for d in expand_sweeps(args.run_dirs):  # one bad directory (`runs/*` matching a stray one) spoils no other line
-        try:
-            st = status(Path(d))
-        except ConfigError as exc:
-            print(f"lzkernel: error: {exc}", file=sys.stderr)
-            failed += 1
-            continue
-        report.append(st)
-        if not args.json:
-            print(format_status(st), flush=True)
+    if args.watch is not None:
+        if args.json or args.watch <= 0:
+            raise ConfigError("--watch SECONDS: a positive interval, and not with --json")
+        return watch(args.run_dirs, args.watch)
+    report, lines, errors = status_lines(args.run_dirs)
+    for line in errors:
+        print(line, file=sys.stderr)
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    elif (solved := format_solved(report)) is not None:  # several runs (a sweep's seeds): how many solved, how fast
-        print(solved, flush=True)
-    return EXIT_CONFIG if failed else 0
+    elif lines:
+        print("\n".join(lines), flush=True)
+    return EXIT_CONFIG if errors else 0
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:

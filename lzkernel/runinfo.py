@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import socket
 import statistics
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TextIO
 
 from lzkernel.errors import ConfigError
 
@@ -258,3 +260,50 @@ def clock(seconds: float) -> str:
     """``H:MM:SS`` of a duration (the progress line's and ``lzkernel status``'s clock)."""
     s = int(seconds)
     return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """``lzkernel status``'s work: the status of each run (a sweep's directory stands for its
+    runs), its line, and one error line per directory that is not a run's (a bad one spoils no
+    other line); the "solved" line follows the lines of several runs."""
+    from lzkernel.sweep import expand_sweeps
+
+    report, lines, errors = [], [], []
+    for d in expand_sweeps(dirs):
+        try:
+            report.append(status(Path(d)))
+        except ConfigError as exc:
+            errors.append(f"lzkernel: error: {exc}")
+            continue
+        lines.append(format_status(report[-1]))
+    if (solved := format_solved(report)) is not None:
+        lines.append(solved)
+    return report, lines, errors
+
+
+def watch(dirs: Sequence[str], every: float, *, out: TextIO = sys.stdout, sleep: Callable[[float], None] = time.sleep,
+          rounds: int | None = None) -> int:
+    """``lzkernel status --watch``: the status lines again every ``every`` seconds (the screen
+    cleared first on a terminal), until every run has ended in two rounds in a row with the same
+    runs (a sweep's next run starts within a round, so a sweep is watched to its end), Ctrl-C, or
+    ``rounds`` rounds (tests). Returns 2 when a directory was not a run's in the last round, else 0."""
+    seen: list[str] | None = None
+    n = 0
+    try:
+        while True:
+            report, lines, errors = status_lines(dirs)
+            live = sum(st["state"] in ("running", "starting") for st in report)
+            if out.isatty():
+                out.write("\033[H\033[J")
+            out.write(f"{time.strftime('%H:%M:%S')}  {live} of {len(report)} runs running (every {every:g} s; "
+                      "Ctrl-C to stop)\n")
+            out.write("".join(line + "\n" for line in [*lines, *errors]))
+            out.flush()
+            runs = [st["run_dir"] for st in report]
+            n += 1
+            if (rounds is not None and n >= rounds) or (live == 0 and report and runs == seen):
+                return 2 if errors else 0
+            seen = runs if live == 0 else None
+            sleep(every)
+    except KeyboardInterrupt:
+        return 0

@@ -132,3 +132,43 @@ def test_several_runs_get_a_line_saying_how_many_solved_and_how_fast() -> None:
     assert format_solved(runs[2:]) is None  # one run: its own line says it all
     assert format_solved([runs[2], {**runs[2], "state": "failed", "stop_kind": None}]) == "solved 0 of 2"
     assert format_solved([{**runs[0], "state": "running"}, {**runs[1], "state": "running"}]) is None
+
+
+def test_watch_shows_the_lines_until_every_run_has_ended(tmp_path: Path) -> None:
+    """``status --watch``: rounds of lines until every run has ended in two rounds with the same
+    runs; a run that appears in a sweep's directory meanwhile is watched too; Ctrl-C ends it."""
+    import io
+    import shutil
+
+    from lzkernel.runinfo import watch
+
+    sweep = tmp_path / "sweep"
+    cfg = loop_config(tmp_path / "c.yaml", sweep / "seed_0", run={"max_train_iters": 3})
+    assert lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path).returncode == 0
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the sweep's next seed appears during the first wait
+        naps.append(seconds)
+        if len(naps) == 1:
+            shutil.copytree(sweep / "seed_0", sweep / "seed_1")
+
+    out = io.StringIO()
+    assert watch([str(sweep)], 5.0, out=out, sleep=sleep) == 0
+    text = out.getvalue()
+    assert naps == [5.0, 5.0]  # round 2 saw a new run, round 3 the same runs all ended: done
+    assert text.count("0 of 1 runs running (every 5 s; Ctrl-C to stop)") == 1
+    assert text.count("0 of 2 runs running") == 2 and text.count(f"{sweep / 'seed_1'}: finished") == 2
+    assert "\033[H" not in text  # not a terminal: nothing cleared
+
+    out = io.StringIO()
+    assert watch([str(tmp_path / "nothing")], 1.0, out=out, sleep=lambda s: None, rounds=2) == 2
+    assert out.getvalue().count("nothing: no such run directory") == 2  # each round says so
+
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    assert watch([str(tmp_path / "nothing")], 1.0, out=io.StringIO(), sleep=interrupt) == 0
+
+    proc = lzk(["status", "--watch", "0.1", sweep], tmp_path)
+    assert proc.returncode == 0 and proc.stdout.count("0 of 2 runs running") == 2, proc.stdout + proc.stderr
+    assert_one_line_error(lzk(["status", "--watch", "1", "--json", sweep], tmp_path), "--watch SECONDS")
