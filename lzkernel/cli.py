@@ -100,8 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                                     "evaluation, wall time and, while it runs, the share of its budget done.")
     st.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     st.add_argument("--json", action="store_true", help="machine-readable output (a list of objects)")
-    st.add_argument("--watch", nargs="?", const=10.0, type=float, metavar="SECONDS",
-                    help="show the lines again every SECONDS (default 10) until every run has ended (Ctrl-C stops)")
+    st.add_argument("--watch", action="store_true",
+                    help="show the lines again every --every seconds until every run has ended (Ctrl-C stops)")
+    st.add_argument("--every", type=float, default=10.0, metavar="SECONDS", help="--watch's interval (default 10)")
 
     plot = sub.add_parser("plot", help="PNG of a metric against env steps, train iterations and wall time (runs), "
                                        "or of time-to-solve JSON",
@@ -314,10 +315,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from lzkernel.runinfo import status_lines, watch
 
-    if args.watch is not None:
-        if args.json or args.watch <= 0:
-            raise ConfigError("--watch SECONDS: a positive interval, and not with --json")
-        return watch(args.run_dirs, args.watch)
+    if args.watch:
+        if args.json or args.every <= 0:
+            raise ConfigError(f"--watch --every {args.every:g}: a positive interval, and not with --json")
+        return watch(args.run_dirs, args.every)
     report, lines, errors = status_lines(args.run_dirs)
     for line in errors:
         print(line, file=sys.stderr)

@@ -169,6 +169,7 @@ def test_watch_shows_the_lines_until_every_run_has_ended(tmp_path: Path) -> None
 
     assert watch([str(tmp_path / "nothing")], 1.0, out=io.StringIO(), sleep=interrupt) == 0
 
-    proc = lzk(["status", "--watch", "0.1", sweep], tmp_path)
+    proc = lzk(["status", "--watch", sweep, "--every", "0.1"], tmp_path)
     assert proc.returncode == 0 and proc.stdout.count("0 of 2 runs running") == 2, proc.stdout + proc.stderr
-    assert_one_line_error(lzk(["status", "--watch", "1", "--json", sweep], tmp_path), "--watch SECONDS")
+    assert_one_line_error(lzk(["status", "--watch", "--json", sweep], tmp_path), "--watch --every 10")
+    assert_one_line_error(lzk(["status", "--watch", "--every", "0", sweep], tmp_path), "a positive interval")
