@@ -110,7 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                                       "min-max band. JSON files of benchmarks/time_to_solve.py are plotted as "
                                       "time to solve per seed.")
     plot.add_argument("inputs", nargs="+", metavar="RUN_DIR|RESULT.json")
-    plot.add_argument("--metric", default="eval/return_mean", help="any logged metric (default eval/return_mean)")
+    plot.add_argument("--metric", action="append", help="any logged metric (default eval/return_mean); repeat it "
+                                                         "for one row of plots per metric")
+    plot.add_argument("--list", action="store_true", help="print the metrics the runs logged, and plot nothing")
     plot.add_argument("-o", "--out", default="plot.png", metavar="PATH.png", help="output file (default plot.png)")
     plot.add_argument("--traceback", action="store_true", help="print the traceback of errors too")
 
@@ -307,7 +309,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     jsons = [p for p in paths if p.suffix == ".json"]
     if jsons and len(jsons) != len(paths):
         raise ConfigError("lzkernel plot: give run directories or time-to-solve JSON files, not both")
-    fig = plot.plot_time_to_solve(jsons) if jsons else plot.plot_runs(paths, args.metric)
+    if args.list:
+        names = plot.metric_names([p for p in paths if p.suffix != ".json"])
+        print("\n".join(f"{name}  ({n} of {len(paths)} runs)" for name, n in names.items()))
+        return 0
+    fig = plot.plot_time_to_solve(jsons) if jsons else plot.plot_runs(paths, args.metric or ["eval/return_mean"])
     print(f"wrote {plot.save(fig, args.out)}")
     return 0
 

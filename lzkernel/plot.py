@@ -107,32 +107,50 @@ def _label(group: Sequence[Path]) -> str:
     return f"{name} ({len(group)} seeds: median, min–max)"
 
 
-def plot_runs(run_dirs: Sequence[str | Path], metric: str = "eval/return_mean") -> Any:
-    """A figure with ``metric`` against env steps (left), train iterations (middle) and wall time
-    (right): one line per group of runs (module docstring). Returns the matplotlib Figure."""
+def plot_runs(run_dirs: Sequence[str | Path], metric: str | Sequence[str] = "eval/return_mean") -> Any:
+    """A figure with each metric (one row per metric, in the order given) against env steps
+    (left), train iterations (middle) and wall time (right): one line per group of runs (module
+    docstring). Returns the matplotlib Figure."""
+    metrics = [metric] if isinstance(metric, str) else list(metric)
     dirs = [Path(d) for d in run_dirs]
     for d in dirs:
         if not d.is_dir():
             raise ConfigError(f"{d}: no such run directory")
-    groups = [[load_series(d, metric) for d in g] for g in group_runs(dirs)]
+    rows = [[[load_series(d, m) for d in g] for g in group_runs(dirs)] for m in metrics]  # read all before drawing
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(AXES), figsize=FIGSIZE, dpi=DPI)
-    for ax, (axis, label) in zip(axes, AXES):
-        for group in groups:
-            if len(group) == 1:
-                marker = "o" if len(group[0].y) <= MARKERS_UP_TO else None
-                ax.plot(group[0].x[axis], group[0].y, marker=marker, markersize=3,
-                        label=_label([s.run_dir for s in group]))
-            else:
-                grid, med, lo, hi = band(group, axis)
-                (line,) = ax.plot(grid, med, label=_label([s.run_dir for s in group]))
-                ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2)
-        ax.set_xlabel(label)
-        ax.set_ylabel(metric)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
+    fig, axes = plt.subplots(len(metrics), len(AXES), figsize=(FIGSIZE[0], FIGSIZE[1] * len(metrics)), dpi=DPI,
+                             squeeze=False)
+    for row, m, groups in zip(axes, metrics, rows):
+        for ax, (axis, label) in zip(row, AXES):
+            for group in groups:
+                if len(group) == 1:
+                    marker = "o" if len(group[0].y) <= MARKERS_UP_TO else None
+                    ax.plot(group[0].x[axis], group[0].y, marker=marker, markersize=3,
+                            label=_label([s.run_dir for s in group]))
+                else:
+                    grid, med, lo, hi = band(group, axis)
+                    (line,) = ax.plot(grid, med, label=_label([s.run_dir for s in group]))
+                    ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2)
+            ax.set_xlabel(label)
+            ax.set_ylabel(m)
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def metric_names(run_dirs: Sequence[str | Path]) -> dict[str, int]:
+    """Every metric the runs logged (``lzkernel plot --list``), sorted, with how many of the runs
+    logged it; needs no matplotlib."""
+    from lzkernel.runinfo import read_history
+
+    counts: dict[str, int] = {}
+    for d in map(Path, run_dirs):
+        if not (d / "metrics.jsonl").is_file():
+            raise ConfigError(f"{d}: no such run directory (no metrics.jsonl)")
+        for name in read_history(d, lambda rec: False).names:
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def plot_time_to_solve(paths: Sequence[str | Path]) -> Any:

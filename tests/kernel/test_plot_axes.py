@@ -59,3 +59,31 @@ def test_the_seeds_of_a_sweep_are_one_line_named_by_the_sweep(tmp_path: Path) ->
     other = _run_dir(tmp_path / "elsewhere", _evals([0, 50, 100]), 0.003)
     fig = plot.plot_runs([other, seeds[0]])
     assert [line.get_label() for line in fig.axes[1].lines] == ["elsewhere … (2 seeds: median, min–max)"]
+
+
+def test_several_metrics_are_rows_and_list_names_what_was_logged(tmp_path: Path) -> None:
+    """``--metric`` repeated: one row of the three axes per metric, in the order given; ``--list``
+    names every metric logged and in how many of the runs (no matplotlib needed)."""
+    records = _evals([0, 50, 100]) + [{"event": "train", "train_iter": it, "env_steps": 7 * it, "wall_time": it / 10,
+                                       "train/loss_value": 1.0 / (1 + it)} for it in (10, 20, 30)]
+    a = _run_dir(tmp_path / "a", records, 0.003)
+    b = _run_dir(tmp_path / "b", _evals([0, 50]), 0.001)
+    assert plot.metric_names([a, b]) == {"eval/return_mean": 2, "train/loss_value": 1}
+    pytest.importorskip("matplotlib")
+    fig = plot.plot_runs([a], ["eval/return_mean", "train/loss_value"])
+    assert len(fig.axes) == 6
+    assert [ax.get_ylabel() for ax in fig.axes] == ["eval/return_mean"] * 3 + ["train/loss_value"] * 3
+    np.testing.assert_array_equal(fig.axes[4].lines[0].get_xdata(), [10, 20, 30])  # loss against train iterations
+    with pytest.raises(Exception, match="train/loss_valu"):
+        plot.plot_runs([a, b], ["train/loss_value"])  # b logs no loss: the error names the metric
+
+
+def test_plot_list_on_the_command_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    a = _run_dir(tmp_path / "a", _evals([0, 50]), 0.003)
+    proc = subprocess.run([sys.executable, "-m", "lzkernel", "plot", "--list", str(a)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.splitlines() == ["eval/return_mean  (1 of 1 runs)"], proc.stderr
+    assert not (tmp_path / "plot.png").exists()
