@@ -23,6 +23,7 @@ import traceback
 from typing import Sequence
 
 from lzkernel import __version__
+from lzkernel.config.redact import ScrubFilter, check_unredacted, scrub
 from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError, storage_error
 
 TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
@@ -135,6 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel = _kernel(args)
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
+    check_unredacted(config.to_dict(), f"the config {args.config} (with its overrides)")
     if args.seeds or args.grid:
         from lzkernel.sweep import start_sweep
 
@@ -175,7 +177,9 @@ def _resume_command(args: argparse.Namespace, world_size: int) -> str:
     head = ["lzkernel", "run"] if world_size == 1 else ["lzkernel", "launch", "--nproc", str(world_size)]
     from lzkernel.config.redact import redact_argv
 
-    return shlex.join([*head, str(args.config), *redact_argv(args.overrides), *plugin_argv(args), "--resume", "auto"])
+    shown = redact_argv(args.overrides)
+    line = shlex.join([*head, str(args.config), *shown, *plugin_argv(args), "--resume", "auto"])
+    return line + ("  (with the <redacted> values given again)" if shown != list(args.overrides) else "")
 
 
 def _report_failure(exc: BaseException, run: object) -> int:
@@ -186,7 +190,7 @@ def _report_failure(exc: BaseException, run: object) -> int:
         rank = int(run.rank) if getattr(run, "comm", None) is not None else int(os.environ.get("RANK", "0"))  # type: ignore[attr-defined]
     except (TypeError, ValueError):
         rank = 0
-    traceback.print_exception(exc)
+    _print_exception(exc)
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
         try:
             from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
@@ -194,8 +198,13 @@ def _report_failure(exc: BaseException, run: object) -> int:
             ErrorHandler().record_exception(exc)
         except Exception:  # noqa: BLE001 - reporting must not mask the error
             pass
-    print(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    print(scrub(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}"), file=sys.stderr, flush=True)
     return EXIT_FAILURE
+
+
+def _print_exception(exc: BaseException) -> None:
+    """The traceback of ``exc`` on stderr, secrets scrubbed (:mod:`lzkernel.config.redact`)."""
+    sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
 
 
 def describe_storage_error(exc: OSError, out_dir: str) -> str:
@@ -218,7 +227,10 @@ def cmd_config(args: argparse.Namespace) -> int:
     kernel = _kernel(args)
     kernel.raise_on_errors()
     if args.explain:
-        return _explain(args, kernel)
+        from lzkernel.config.explain import explain
+
+        explain(args.config, args.overrides, kernel.registry)
+        return 0
     config = load_config(args.config, args.overrides, kernel.registry)
     if args.diff is not None:  # where another config differs, one line per key; exit 1 if any (as diff)
         from lzkernel.config.diff import diff_lines
@@ -227,37 +239,6 @@ def cmd_config(args: argparse.Namespace) -> int:
         print("\n".join(lines or ["no differences"]))
         return 1 if lines else 0
     sys.stdout.write(config.to_yaml())
-    return 0
-
-
-def _explain(args: argparse.Namespace, kernel: object) -> int:
-    """Every key of the components the config names, with type, default and doc. Read from the
-    sections' ``name`` alone, so that it also explains a config that does not validate yet (a
-    required key missing, a wrong value): the listing first, then the problems (exit 2)."""
-    from lzkernel.component import ROLES
-    from lzkernel.config.loader import DEFAULT_SECTIONS, apply_overrides, load_config, load_tree
-    from lzkernel.config.run_config import RunConfig
-    from lzkernel.config.schema import REQUIRED, describe
-
-    registry = kernel.registry  # type: ignore[attr-defined]
-    tree, _ = apply_overrides(load_tree(args.config)[0], args.overrides)
-    rows = describe(RunConfig, "run")
-    for role in ROLES:
-        section = tree.get(role, DEFAULT_SECTIONS.get(role))
-        if not isinstance(section, dict):
-            continue
-        name = section.get("name")
-        # the section's component, chosen among the registered ones (`lzkernel plugins` says whose)
-        rows.append((f"{role}.name", "str", name if isinstance(name, str) else REQUIRED,
-                     f"One of: {', '.join(registry.names(role))}."))
-        component = registry.find(role, name) if isinstance(name, str) else None
-        if component is not None and component.config is not None:
-            rows += describe(component.config, role)
-    width = max(len(r[0]) for r in rows)
-    for key, tp, default, doc in rows:
-        print(f"{key:<{width}}  {tp:<12} {default!r:<14} {doc}")
-    sys.stdout.flush()
-    load_config(args.config, args.overrides, registry)  # what is wrong with it, if anything: exit 2
     return 0
 
 
@@ -456,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ScrubFilter())
     try:
         if args.version:
             return cmd_version()
@@ -482,9 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _want_traceback(args):
             details = getattr(exc, "details", "")
             if details:
-                sys.stderr.write(details)
-            traceback.print_exception(exc)
-        print(f"lzkernel: error: {exc}", file=sys.stderr)
+                sys.stderr.write(scrub(details))
+            _print_exception(exc)
+        print(scrub(f"lzkernel: error: {exc}"), file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
         print("lzkernel: interrupted", file=sys.stderr)

@@ -17,15 +17,19 @@ its weights and gives the return recorded in ``metrics.jsonl`` (``eval/index``),
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from lzkernel.config.redact import check_unredacted
 from lzkernel.errors import CheckpointError, ConfigError
 from lzkernel.roles.env import EvalVariantEnvSpec, FrameCallback, RenderableEnvSpec
 from lzkernel.roles.workers import ReplayableEvaluator
+
+log = logging.getLogger("lzkernel")
 
 
 def find_checkpoint(target: str, which: str) -> tuple[Path, Path | None]:
@@ -107,10 +111,15 @@ def checkpoint_config(kernel: Any, ckpt: Path, overrides: Sequence[str]) -> Any:
     except CheckpointError as exc:
         raise ConfigError(str(exc)) from None
     try:
-        return load_config(ckpt / "config.yaml", list(overrides), kernel.registry)
+        config = load_config(ckpt / "config.yaml", list(overrides), kernel.registry)
     except ConfigError as exc:
         raise ConfigError(f"{exc} (the run's config needs the plugins it was trained with: see `lzkernel plugins`)",
                           getattr(exc, "problems", None)) from None
+    try:  # a secret the run did not write: only a problem where the evaluation uses it (an env's key)
+        check_unredacted(config.to_dict(), f"checkpoint {ckpt}'s config")
+    except ConfigError as exc:
+        log.warning("%s", exc)
+    return config
 
 
 @dataclass

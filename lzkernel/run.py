@@ -414,7 +414,7 @@ class RunContext:
             except (ConfigError, KeyError):
                 return ()
 
-        changes = incompatible_changes(old, redact_tree(self.config.to_dict()), component_safe)
+        changes = incompatible_changes(redact_tree(old), redact_tree(self.config.to_dict()), component_safe)
         if changes:
             raise ConfigError(describe_changes(changes, str(path)), [c[0] for c in changes])
 

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,6 +38,8 @@ from lzkernel.errors import ConfigError
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 #: Keys a sweep sets itself: a grid cannot vary them.
 _OWN_KEYS = ("run.seed", "run.out_dir")
+#: The file in a sweep's directory that lists its runs (:func:`record_runs`).
+SWEEP_FILE = "sweep.json"
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def split_values(text: str) -> list[str]:
     for k, ch in enumerate(text):
         if quote:
             quote = "" if ch == quote else quote
-        elif ch in "'\"":
+        elif ch in "'\"" and not text[start:k].strip():  # a quote opens only a value (not "it's")
             quote = ch
         elif ch in "[{":
             depth += 1
@@ -74,21 +77,35 @@ def grid_points(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
     """The points of ``--grid KEY=V1,V2,...`` (each ``spec`` one key): ``(name, overrides)`` for
     every combination, the first key varying slowest; the name, ``KEY=V,KEY=V``, is the point's
     directory (a ``/`` in a value becomes ``_``). ConfigError naming ``--grid`` for a bad spec."""
+    import yaml
+
+    from lzkernel.config.redact import is_secret
+
     axes: list[list[str]] = []
     keys: list[str] = []
     for spec in specs:
         key, eq, text = spec.partition("=")
         key = key.strip()
+        bare = key.lstrip("+")
         if not eq or not key or key.startswith(("~", "-")):
             raise ConfigError(f"--grid {spec}: expected KEY=VALUE1,VALUE2,... (e.g. --grid policy.lr=1e-3,3e-3)")
-        if key.lstrip("+") in _OWN_KEYS:
-            raise ConfigError(f"--grid {spec}: {key.lstrip('+')} is set by the sweep (use --seeds for seeds; each "
-                              "run's directory is below run.out_dir)")
-        if key.lstrip("+") in (k.lstrip("+") for k in keys):
-            raise ConfigError(f"--grid {spec}: {key.lstrip('+')} is given twice; give all its values in one --grid")
+        if any(_nested(bare, own) for own in _OWN_KEYS):
+            raise ConfigError(f"--grid {spec}: {bare} holds what the sweep sets ({', '.join(_OWN_KEYS)}; use --seeds "
+                              "for seeds; each run's directory is below run.out_dir)")
+        if any(is_secret(part) for part in bare.split(".")):
+            raise ConfigError(f"--grid {spec}: {bare} is a secret (its values would name directories); run those "
+                              "runs one by one")
+        if any(_nested(bare, k.lstrip("+")) for k in keys):
+            raise ConfigError(f"--grid {spec}: {bare} is given twice (or within another --grid key); give all its "
+                              "values in one --grid")
         values = split_values(text)
-        if any(not v for v in values) or len(set(values)) != len(values):
-            raise ConfigError(f"--grid {spec}: expected distinct, non-empty values separated by commas")
+        try:
+            parsed = [_number(yaml.safe_load(v)) for v in values]
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--grid {spec}: a value is not valid YAML ({str(exc).splitlines()[0]})") from None
+        if any(not v for v in values) or any(parsed[i] in parsed[:i] for i in range(len(parsed))):
+            raise ConfigError(f"--grid {spec}: expected distinct, non-empty values separated by commas (as YAML "
+                              "reads them: 1e-3 and 0.001 are one value)")
         keys.append(key)
         axes.append(values)
     points = []
@@ -98,11 +115,42 @@ def grid_points(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
     return points
 
 
+def _number(value: Any) -> Any:
+    """A YAML value as the config reads it: text that is a float (PyYAML reads ``1e-3`` as text; a
+    float option takes it) as that float."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _nested(a: str, b: str) -> bool:
+    """Whether dotted keys ``a`` and ``b`` are the same key or one holds the other."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def out_dir_override(directory: Path) -> str:
+    """``run.out_dir='DIR'``: quoted, so that a point's name (``{a: 1}``, `` #``) stays one path."""
+    return "run.out_dir='" + str(directory).replace("'", "''") + "'"
+
+
 def plan(out_dir: str | Path, grid: Sequence[str], seeds: Sequence[int]) -> list[SweepRun]:
     """Every run of a sweep, in the order they run: each grid point (one point without a grid),
     each seed within it (the config's seed without ``seeds``)."""
     runs = []
-    for name, overrides in grid_points(grid) if grid else [("", [])]:
+    points = grid_points(grid) if grid else [("", [])]
+    names = [name for name, _ in points]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ConfigError(f"--grid: two points would share the directory {twice!r} (values that differ only in '/' "
+                          "and '_'); rename one")
+    for name, _ in points:
+        if len(name.encode()) > 255:
+            raise ConfigError(f"--grid: the point directory {name[:60]!r}... is {len(name.encode())} bytes, over the "
+                              "file-name limit of 255; use shorter values")
+    for name, overrides in points:
         base = Path(out_dir) / name if name else Path(out_dir)
         for seed in seeds or [None]:
             directory = seed_dir(base, seed) if seed is not None else base
@@ -132,17 +180,32 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
     if seeds and any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
         raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
     runs = plan(out_dir, grid, seeds)
-    varied = {o.split("=", 1)[0].lstrip("+") for o in runs[0].overrides}
-    if clash := sorted(varied & {o.split("=", 1)[0].lstrip("+~") for o in args.overrides}):
+    varied = [o.split("=", 1)[0].lstrip("+") for o in runs[0].overrides if not o.startswith("run.seed=")]
+    given = [o.split("=", 1)[0].strip().lstrip("+~") for o in args.overrides]
+    if clash := sorted({v for v in varied for g in given if _nested(v, g)}):
         raise ConfigError(f"--grid varies {', '.join(clash)}, which an override also sets: give it in one place")
     # run.out_dir (the file's or an override's) is the sweep's directory; each run gets its own below it
     overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
     for r in runs:
-        load_config(args.config, [*overrides, *r.overrides, f"run.out_dir={r.directory}"], kernel.registry)
+        load_config(args.config, [*overrides, *r.overrides, out_dir_override(r.directory)], kernel.registry)
         if args.resume is None:
             refuse_fresh_run_into(r.directory)
+    record_runs(Path(out_dir), runs)
     passed = [*plugin_argv(args), *["-v"] * args.verbose, *["--traceback"] * args.traceback]
     return run_all(args.config, overrides, runs, passed, args.resume)
+
+
+def record_runs(out_dir: Path, runs: Sequence[SweepRun]) -> None:
+    """Add the runs to ``<out_dir>/sweep.json`` (``{"runs": [paths relative to out_dir]}``, in the
+    order they run, after those of earlier sweeps into the same directory): what
+    :func:`sweep_runs` reads, so the sweep's directory stands for exactly its runs."""
+    from lzkernel.checkpoint import write_text_atomic
+
+    path = out_dir / SWEEP_FILE
+    listed = json.loads(path.read_text(encoding="utf-8"))["runs"] if path.is_file() else []
+    new = [r.directory.relative_to(out_dir).as_posix() for r in runs]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({"runs": [*listed, *(n for n in new if n not in listed)]}, indent=1) + "\n")
 
 
 def expand_sweeps(dirs: Sequence[str]) -> list[str]:
@@ -166,15 +229,15 @@ def seed_dirs(path: Path) -> list[Path]:
 
 
 def sweep_runs(path: Path) -> list[Path]:
-    """The run directories of the sweep in ``path``: its seeds' (:func:`seed_dirs`), or a grid's
-    points' (each a run directory, or the seeds' of that point), points in name order; [] when
-    ``path`` is not a sweep's directory."""
+    """The run directories of the sweep in ``path``, in the order they ran: those its
+    ``sweep.json`` lists that have started (:func:`record_runs`), else (a sweep from before that
+    file) its ``seed_<S>`` runs; [] when ``path`` is not a sweep's directory."""
     if not path.is_dir() or (path / "config.yaml").exists():
         return []
-    if seeds := seed_dirs(path):
-        return seeds
-    points = sorted(d for d in path.iterdir() if d.is_dir() and "=" in d.name)
-    return [run for d in points for run in ([d] if (d / "config.yaml").is_file() else seed_dirs(d))]
+    if (path / SWEEP_FILE).is_file():
+        listed = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))["runs"]
+        return [path / rel for rel in listed if (path / rel / "config.yaml").is_file()]
+    return seed_dirs(path)
 
 
 def run_command(config: str, overrides: Sequence[str], run: SweepRun, pass_args: Sequence[str],
@@ -183,7 +246,7 @@ def run_command(config: str, overrides: Sequence[str], run: SweepRun, pass_args:
     (``pass_args``), with the run's overrides (its point's and seed) and directory."""
     tail = ["--resume", resume] if resume else []
     return [sys.executable, "-m", "lzkernel", "run", config, *overrides, *run.overrides,
-            f"run.out_dir={run.directory}", *pass_args, *tail]
+            out_dir_override(run.directory), *pass_args, *tail]
 
 
 def run_all(config: str, overrides: Sequence[str], runs: Sequence[SweepRun], pass_args: Sequence[str],
@@ -255,6 +318,7 @@ def _report(codes: dict[SweepRun, int], runs: Sequence[SweepRun]) -> None:
         except Exception as exc:  # noqa: BLE001 - a run that wrote nothing still gets its line (exc names it)
             line = str(exc)
         print(f"  exit {code:>3}  {line}", file=sys.stderr, flush=True)
-    for point, statuses in by_point.items():
+    groups = by_point if any(len(v) > 1 for v in by_point.values()) else {"all points": sum(by_point.values(), [])}
+    for point, statuses in groups.items():
         if (solved := format_solved(statuses)) is not None:
             print(f"  {point + ': ' if point else ''}{solved}", file=sys.stderr, flush=True)

@@ -252,7 +252,10 @@ def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) 
     (:func:`lzkernel.config.compat.check_compatibility`)."""
     from lzkernel.config.compat import check_compatibility
 
+    from lzkernel.config.redact import remember_config
+
     tree, origins = load_tree(path)
+    remember_config(tree, overrides)  # before anything can fail: an error must not print them
     tree, touched = apply_overrides(tree, overrides)
     config = resolve(tree, registry, str(path), touched, origins)
     problems = check_compatibility(config, registry)

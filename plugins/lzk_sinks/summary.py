@@ -104,6 +104,7 @@ def _status(run: Any, error: BaseException | None) -> str:
 @hookimpl
 def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     from lzkernel.checkpoint import write_text_atomic
+    from lzkernel.config.redact import scrub
     from lzkernel.errors import exit_code
 
     ev = _evals.pop(id(run), None)
@@ -114,7 +115,7 @@ def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     summary = {
         "status": _status(run, error), "exit_code": exit_code(error, run.stop_signal), "stop_reason": run.stop_reason,
         "stop_kind": run.stop_kind,
-        "error": None if error is None else f"{type(error).__name__}: {error}",
+        "error": None if error is None else scrub(f"{type(error).__name__}: {error}"),
         "train_iter": run.train_iter, "env_steps": run.env_steps, "wall_time": round(run.wall_time, 3),
         "eval": ev,
         "last_checkpoint": None if last is None else str(last),

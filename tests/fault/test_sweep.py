@@ -23,7 +23,7 @@ def test_each_seed_gets_its_own_run_and_a_status_line(tmp_path: Path) -> None:
     cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 6})
     proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "3", "5"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(p.name for p in out.iterdir()) == ["seed_3", "seed_5"]
+    assert sorted(p.name for p in out.iterdir()) == ["seed_3", "seed_5", "sweep.json"]
     for seed in (3, 5):
         run_dir = out / f"seed_{seed}"
         resolved = yaml.safe_load((run_dir / "config.yaml").read_text())["run"]
@@ -107,14 +107,31 @@ def test_split_values_and_grid_points() -> None:
 
     assert split_values("1e-3, 3e-3") == ["1e-3", "3e-3"]
     assert split_values("[64,64],[128, 128],{a: 1, b: 2},'x,y'") == ["[64,64]", "[128, 128]", "{a: 1, b: 2}", "'x,y'"]
+    assert split_values("it's,b") == ["it's", "b"]  # a quote opens only a value
     assert grid_points(["a.x=1,2", "+b.y=p/q,r"]) == [
         ("a.x=1,b.y=p_q", ["a.x=1", "+b.y=p/q"]), ("a.x=1,b.y=r", ["a.x=1", "+b.y=r"]),
         ("a.x=2,b.y=p_q", ["a.x=2", "+b.y=p/q"]), ("a.x=2,b.y=r", ["a.x=2", "+b.y=r"])]
-    for bad, needle in [(["a.x"], "expected KEY=VALUE1"), (["run.seed=1,2"], "set by the sweep"),
-                        (["a.x=1", "a.x=2"], "given twice"), (["a.x=1,1"], "distinct"), (["a.x=1,"], "non-empty"),
-                        (["~a.x=1"], "expected KEY=VALUE1")]:
+    for bad, needle in [(["a.x"], "expected KEY=VALUE1"), (["run.seed=1,2"], "what the sweep sets"),
+                        (["run={seed: 1},{seed: 2}"], "what the sweep sets"), (["a.x=1", "a.x=2"], "given twice"),
+                        (["a={x: 1},{x: 2}", "a.x=3,4"], "given twice"), (["a.x=1,1"], "distinct"),
+                        (["a.x=1e-3,0.001"], "1e-3 and 0.001 are one value"), (["a.x=1,"], "non-empty"),
+                        (["~a.x=1"], "expected KEY=VALUE1"), (["sink.api_token=a,b"], "is a secret"),
+                        (["a.x=[1,2"], "not valid YAML")]:
         with pytest.raises(ConfigError, match=needle):
             grid_points(bad)
+
+
+def test_grid_directories_are_distinct_and_short_enough() -> None:
+    from lzkernel.errors import ConfigError
+    from lzkernel.sweep import plan
+
+    with pytest.raises(ConfigError, match="share the directory 'a.x=p_q'"):
+        plan("out", ["a.x=p/q,p_q"], [])
+    with pytest.raises(ConfigError, match="over the file-name limit of 255"):
+        plan("out", ["a.x=1" + "0" * 260 + ",2"], [])
+    runs = plan("out", ["a.x=1,2"], [0])
+    assert [(str(r.directory), r.overrides) for r in runs] == [("out/a.x=1/seed_0", ("a.x=1", "run.seed=0")),
+                                                               ("out/a.x=2/seed_0", ("a.x=2", "run.seed=0"))]
 
 
 def test_a_grid_with_seeds_runs_every_point_and_seed(tmp_path: Path) -> None:
@@ -147,11 +164,35 @@ def test_a_grid_of_two_keys_without_seeds(tmp_path: Path) -> None:
                tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     points = [f"trainer.lr={a},trainer.sleep_s={b}" for a in ("0.1", "0.5") for b in ("0", "0.001")]
-    assert sorted(p.name for p in out.iterdir()) == sorted(points)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*points, "sweep.json"])
     order = [proc.stderr.index(f"lzkernel: {p} (") for p in points]
     assert order == sorted(order)  # the first key varies slowest
     resolved = yaml.safe_load((out / points[1] / "config.yaml").read_text())
     assert (resolved["trainer"]["lr"], resolved["trainer"]["sleep_s"], resolved["run"]["seed"]) == (0.1, 0.001, 0)
+
+
+def test_mapping_values_a_mixed_directory_and_a_plain_parent(tmp_path: Path) -> None:
+    """Values that YAML would misread in a path (``{...}``, `` #``) still name one directory each;
+    a seeds sweep and a grid into one directory are both its runs (``sweep.json``), in the order
+    they ran; a directory that no sweep wrote is not taken for one."""
+    out = tmp_path / "mix"
+    cfg = loop_config(tmp_path / "c.yaml", out, run={"max_train_iters": 1})
+    assert lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0"], tmp_path).returncode == 0
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--grid",
+                "trainer={name: fault_loop, lr: 0.2},{name: fault_loop, lr: 0.3}", "--grid", "run.log_every=1 #x"],
+               tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    points = [out / f"trainer={{name: fault_loop, lr: {lr}}},run.log_every=1 #x" for lr in ("0.2", "0.3")]
+    for point, lr in zip(points, (0.2, 0.3)):
+        resolved = yaml.safe_load((point / "config.yaml").read_text())
+        assert resolved["run"]["out_dir"] == str(point) and resolved["trainer"]["lr"] == lr
+    status = lzk(["status", "--json", out], tmp_path)
+    assert [r["run_dir"] for r in json.loads(status.stdout)] == [str(out / "seed_0"), *map(str, points)]
+    # A plain parent of runs, one named with '=' by hand: not a sweep's directory.
+    plain = tmp_path / "plain"
+    assert lzk(["run", loop_config(tmp_path / "p.yaml", plain / "lr=0.1", run={"max_train_iters": 1}), "-p",
+                "lzk_fault_plugin"], tmp_path).returncode == 0
+    assert lzk(["status", plain], tmp_path).returncode == 2
 
 
 def test_bad_grids_are_refused_before_any_run(tmp_path: Path) -> None:
@@ -160,8 +201,10 @@ def test_bad_grids_are_refused_before_any_run(tmp_path: Path) -> None:
     base = ["run", cfg, "-p", "lzk_fault_plugin"]
     assert_one_line_error(lzk([*base, "--grid", "trainer.lr=0.1,0.5", "trainer.lr=0.3"], tmp_path),
                           "--grid varies trainer.lr, which an override also sets")
+    assert_one_line_error(lzk([*base, "--grid", "trainer={name: fault_loop},{name: fault_loop, lr: 1}",
+                               "trainer.lr=0.3"], tmp_path), "--grid varies trainer, which an override also sets")
     assert_one_line_error(lzk([*base, "--grid", "trainer.lr=0.1,abc"], tmp_path), "trainer.lr")  # every point validated
-    assert_one_line_error(lzk([*base, "--grid", "run.out_dir=a,b"], tmp_path), "set by the sweep")
+    assert_one_line_error(lzk([*base, "--grid", "run.out_dir=a,b"], tmp_path), "what the sweep sets")
     assert_one_line_error(lzk(["launch", "--nproc", "2", cfg, "-p", "lzk_fault_plugin", "--grid", "trainer.lr=1,2"],
                               tmp_path), "--grid runs one process per run")
     assert not out.exists()
