@@ -40,10 +40,10 @@ log = logging.getLogger("lzkernel")
 
 #: How the trainer's loop ended, for scripts (``run.stop_kind``, ``summary.json``'s ``stop_kind``);
 #: ``run.stop_reason`` says the same in words. ``solved``: an evaluation reached
-#: ``evaluator.stop_value``; ``max_train_iters`` / ``max_env_steps``: that ``run`` budget was
-#: reached; ``signal``: this process received SIGINT/SIGTERM; ``peer_signal``: another rank did
+#: ``evaluator.stop_value``; ``max_train_iters`` / ``max_env_steps`` / ``max_seconds``: that
+#: ``run`` budget was reached; ``signal``: this process received SIGINT/SIGTERM; ``peer_signal``: another rank did
 #: (this one stopped with it); ``requested``: ``run.stop_requested`` was set without a signal.
-StopKind = Literal["solved", "max_train_iters", "max_env_steps", "signal", "peer_signal", "requested"]
+StopKind = Literal["solved", "max_train_iters", "max_env_steps", "max_seconds", "signal", "peer_signal", "requested"]
 STOP_KINDS: tuple[str, ...] = get_args(StopKind)
 #: The kinds that end a run before its own end (``summary.json`` status "stopped", not "finished").
 INTERRUPTED_KINDS = frozenset({"signal", "peer_signal", "requested"})

@@ -133,7 +133,7 @@ def status(run_dir: Path) -> dict[str, Any]:
         if running:  # the lock is taken first, the run files are written once torch is up
             return {**out, "state": "starting", "pid": stamp[0], "started": stamp[2], "train_iter": 0,
                     "env_steps": 0, "wall_time": 0.0, "eval_last": None, "eval_best": None,
-                    "max_train_iters": None, "max_env_steps": None}
+                    "max_train_iters": None, "max_env_steps": None, "max_seconds": None}
         raise ConfigError(f"{run_dir}: not a run directory of `lzkernel run` (no config.yaml)")
     summary_path = run_dir / "summary.json"
     summary = _read_summary(summary_path)
@@ -164,7 +164,7 @@ def status(run_dir: Path) -> dict[str, Any]:
     out["eval_best"] = max(r["eval/return_mean"] for r in evals) if evals else None
     cfg = parse((run_dir / "config.yaml").read_text(encoding="utf-8"))
     budgets = _block(cfg, "run")
-    out["max_train_iters"], out["max_env_steps"] = budgets.get("max_train_iters"), budgets.get("max_env_steps")
+    out.update({k: budgets.get(k) for k in ("max_train_iters", "max_env_steps", "max_seconds")})
     out.update(what(cfg))
     return out
 
@@ -202,12 +202,14 @@ def _share(done: Any, budget: Any) -> float:
     return float(done) / float(budget) if isinstance(budget, (int, float)) and budget > 0 else 0.0
 
 
-def budget_clock(wall: float, train_iter: int, env_steps: int, max_train_iters: Any, max_env_steps: Any) -> str:
+def budget_clock(wall: float, train_iter: int, env_steps: int, max_train_iters: Any, max_env_steps: Any,
+                 max_seconds: Any = None) -> str:
     """``H:MM:SS`` of the run so far and, while less than the whole budget is done, the share of
-    ``run.max_train_iters`` or ``run.max_env_steps`` done (whichever is further) and the time to
-    go at the run's average pace so far: ``0:02:31, 8% of the budget, ~0:27:00 to go`` (the
-    progress line's and ``lzkernel status``'s clock; the time to the budget, not to solving)."""
-    share = max(_share(train_iter, max_train_iters), _share(env_steps, max_env_steps))
+    ``run.max_train_iters``, ``run.max_env_steps`` or ``run.max_seconds`` done (whichever is
+    further) and the time to go at the run's average pace so far: ``0:02:31, 8% of the budget,
+    ~0:27:00 to go`` (the progress line's and ``lzkernel status``'s clock; the time to the
+    budget, not to solving)."""
+    share = max(_share(train_iter, max_train_iters), _share(env_steps, max_env_steps), _share(wall, max_seconds))
     text = clock(wall)
     if 0.0 < share < 1.0:
         text += f", {share:.0%} of the budget, ~{clock(wall * (1.0 - share) / share)} to go"
@@ -234,7 +236,8 @@ def format_status(st: dict[str, Any]) -> str:
         parts.append(f"eval {st['eval_last']:.1f} (best {st['eval_best']:.1f})")
     wall = float(st["wall_time"] or 0.0)
     if st["state"] == "running":
-        parts.append(budget_clock(wall, st["train_iter"], st["env_steps"], st["max_train_iters"], st["max_env_steps"]))
+        parts.append(budget_clock(wall, st["train_iter"], st["env_steps"], st["max_train_iters"], st["max_env_steps"],
+                                  st.get("max_seconds")))
     else:
         parts.append(clock(wall))
     return " | ".join(parts)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 #: ``run`` keys a resume may change: budgets, output, logging, cadence and execution knobs.
 RUN_RESUME_SAFE: tuple[str, ...] = (
-    "max_env_steps", "max_train_iters", "checkpoint_every", "keep_last", "log_every", "progress",
+    "max_env_steps", "max_train_iters", "max_seconds", "checkpoint_every", "keep_last", "log_every", "progress",
     "threads", "device", "deterministic", "save_buffer", "out_dir", "retain_freed_memory", "stall_timeout_s",
 )
 #: Sections whose every key (``name`` included) a resume may change.

@@ -14,6 +14,9 @@ class RunConfig:
     out_dir: str = option("runs/default", doc="Run directory: config, metrics, TensorBoard logs, checkpoints.")
     max_env_steps: int = option(100_000, doc="Stop after this many env steps (summed over ranks' collectors).", min=1)
     max_train_iters: int = option(10**9, doc="Stop after this many learner updates.", min=1)
+    max_seconds: float | None = option(
+        None, doc="Stop at the first iteration boundary after this many seconds of the run's wall time (continued "
+        "across resumes), with a checkpoint, as the other budgets; null: no time budget.", min=1.0)
     device: str = option("cpu", doc="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available).")
     threads: int = option(0, doc="torch intra-op threads; 0 leaves torch's default.", min=0)
     deterministic: bool = option(

@@ -379,6 +379,7 @@ class LoopTrainer(LoopCheckpoints):
             or self._solved is not None
             or run.env_steps >= run.cfg.max_env_steps
             or run.train_iter >= run.cfg.max_train_iters
+            or (run.cfg.max_seconds is not None and run.wall_time >= run.cfg.max_seconds)
             or run.stop_requested
         )
         # Budgets are identical on every rank; a signal may reach one rank only: stop if any rank
@@ -398,6 +399,8 @@ class LoopTrainer(LoopCheckpoints):
             return "max_train_iters", f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}"
         if run.env_steps >= cfg.max_env_steps:
             return "max_env_steps", f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}"
+        if cfg.max_seconds is not None and run.wall_time >= cfg.max_seconds:
+            return "max_seconds", f"wall time {run.wall_time:.0f} s has reached run.max_seconds={cfg.max_seconds:g}"
         if run.world_size > 1 and not run.stop_requested:  # this rank saw no signal: another did
             return "peer_signal", "stopped by another rank's signal"
         return "requested", "stopped"

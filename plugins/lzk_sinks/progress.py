@@ -60,7 +60,8 @@ def _show(run: Any, force: bool = False, final: bool = False) -> None:
     cfg = run.cfg
     parts.append(budget_clock(wall, run.train_iter, run.env_steps,
                               None if final else getattr(cfg, "max_train_iters", None),
-                              None if final else getattr(cfg, "max_env_steps", None)))
+                              None if final else getattr(cfg, "max_env_steps", None),
+                              None if final else getattr(cfg, "max_seconds", None)))
     line = "[lzkernel] " + " | ".join(parts)
     if tty:
         sys.stderr.write("\r\x1b[K" + line)

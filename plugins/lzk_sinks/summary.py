@@ -7,7 +7,7 @@ replacing the file atomically::
     {"status": "finished" | "stopped" | "failed",
      "exit_code": 0 | 128 + signal | 1 | 2,
      "stop_reason": "solved: eval/return_mean 200 has reached evaluator.stop_value",
-     "stop_kind": "solved" | "max_train_iters" | "max_env_steps" | "signal" | "peer_signal"
+     "stop_kind": "solved" | "max_train_iters" | "max_env_steps" | "max_seconds" | "signal" | "peer_signal"
                   | "requested" | null,
      "error": "ValueError: ..." | null,
      "train_iter": 1200, "env_steps": 8123, "wall_time": 151.2,
