@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shlex
 import sys
@@ -103,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="machine-readable output (a list of objects)")
     st.add_argument("--watch", action="store_true",
                     help="show the lines again every --every seconds until every run has ended (Ctrl-C stops)")
-    st.add_argument("--every", type=float, default=10.0, metavar="SECONDS", help="--watch's interval (default 10)")
+    st.add_argument("--every", type=float, metavar="SECONDS", help="--watch's interval (default 10)")
 
     plot = sub.add_parser("plot", help="PNG of a metric against env steps, train iterations and wall time (runs), "
                                        "or of time-to-solve JSON",
@@ -291,7 +292,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if jsons and len(jsons) != len(paths):
         raise ConfigError("lzkernel plot: give run directories or time-to-solve JSON files, not both")
     if args.list:
-        names = plot.metric_names([p for p in paths if p.suffix != ".json"])
+        if jsons or args.metric:
+            raise ConfigError("--list names the metrics of run directories: give run directories and no --metric")
+        names = plot.metric_names(paths)
         print("\n".join(f"{name}  ({n} of {len(paths)} runs)" for name, n in names.items()))
         return 0
     fig = plot.plot_time_to_solve(jsons) if jsons else plot.plot_runs(paths, args.metric or ["eval/return_mean"])
@@ -302,10 +305,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from lzkernel.runinfo import status_lines, watch
 
+    if args.every is not None and not (args.watch and math.isfinite(args.every) and args.every > 0):
+        raise ConfigError(f"--every {args.every:g}: the interval of --watch, a positive number of seconds")
     if args.watch:
-        if args.json or args.every <= 0:
-            raise ConfigError(f"--watch --every {args.every:g}: a positive interval, and not with --json")
-        return watch(args.run_dirs, args.every)
+        if args.json:
+            raise ConfigError("--watch redraws lines for a person; --json is for scripts: give one of them")
+        return watch(args.run_dirs, args.every or 10.0)
     report, lines, errors = status_lines(args.run_dirs)
     for line in errors:
         print(line, file=sys.stderr)

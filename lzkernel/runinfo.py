@@ -287,26 +287,34 @@ def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], 
 def watch(dirs: Sequence[str], every: float, *, out: TextIO = sys.stdout, sleep: Callable[[float], None] = time.sleep,
           rounds: int | None = None) -> int:
     """``lzkernel status --watch``: the status lines again every ``every`` seconds (the screen
-    cleared first on a terminal), until every run has ended in two rounds in a row with the same
-    runs (a sweep's next run starts within a round, so a sweep is watched to its end), Ctrl-C, or
-    ``rounds`` rounds (tests). Returns 2 when a directory was not a run's in the last round, else 0."""
+    cleared first on a terminal; a directory's error is a line of the screen), until no run is
+    running or starting (nor held on another host, nor a sweep writing into a directory given:
+    it starts its next run) in two rounds in a row with the same runs, Ctrl-C (exit 0), or
+    ``rounds`` rounds (tests). Returns 2 when a directory was not a run's in the last round (at
+    once when no directory is), else 0."""
+    from lzkernel.sweep import sweep_running
+
     seen: list[str] | None = None
     n = 0
     try:
         while True:
             report, lines, errors = status_lines(dirs)
-            live = sum(st["state"] in ("running", "starting") for st in report)
+            live = sum(st["state"] in ("running", "starting") or st["state"].startswith("held by") for st in report)
+            sweeping = any(sweep_running(Path(d)) for d in dirs)
             if out.isatty():
                 out.write("\033[H\033[J")
-            out.write(f"{time.strftime('%H:%M:%S')}  {live} of {len(report)} runs running (every {every:g} s; "
-                      "Ctrl-C to stop)\n")
+            out.write(f"{time.strftime('%H:%M:%S')}  {live} of {len(report)} runs running"
+                      f"{', a sweep going on' if sweeping else ''} (every {every:g} s; Ctrl-C to stop)\n")
             out.write("".join(line + "\n" for line in [*lines, *errors]))
             out.flush()
+            if errors and not report:
+                return 2
             runs = [st["run_dir"] for st in report]
             n += 1
-            if (rounds is not None and n >= rounds) or (live == 0 and report and runs == seen):
+            ended = live == 0 and not sweeping
+            if (rounds is not None and n >= rounds) or (ended and runs == seen):
                 return 2 if errors else 0
-            seen = runs if live == 0 else None
+            seen = runs if ended else None
             sleep(every)
     except KeyboardInterrupt:
         return 0

@@ -190,22 +190,45 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
         load_config(args.config, [*overrides, *r.overrides, out_dir_override(r.directory)], kernel.registry)
         if args.resume is None:
             refuse_fresh_run_into(r.directory)
-    record_runs(Path(out_dir), runs)
     passed = [*plugin_argv(args), *["-v"] * args.verbose, *["--traceback"] * args.traceback]
-    return run_all(args.config, overrides, runs, passed, args.resume)
+    record_runs(Path(out_dir), runs, running=True)
+    try:
+        return run_all(args.config, overrides, runs, passed, args.resume)
+    finally:
+        record_runs(Path(out_dir), runs, running=False)
 
 
-def record_runs(out_dir: Path, runs: Sequence[SweepRun]) -> None:
-    """Add the runs to ``<out_dir>/sweep.json`` (``{"runs": [paths relative to out_dir]}``, in the
-    order they run, after those of earlier sweeps into the same directory): what
-    :func:`sweep_runs` reads, so the sweep's directory stands for exactly its runs."""
+def record_runs(out_dir: Path, runs: Sequence[SweepRun], running: bool) -> None:
+    """Add the runs to ``<out_dir>/sweep.json`` (``runs``: paths relative to out_dir, in the order
+    they run, after those of earlier sweeps into the same directory; ``pid``, ``host``: this
+    sweep's process while ``running``, else null): what :func:`sweep_runs` and
+    :func:`sweep_running` read, so the sweep's directory stands for exactly its runs."""
+    import socket
+
     from lzkernel.checkpoint import write_text_atomic
 
     path = out_dir / SWEEP_FILE
     listed = json.loads(path.read_text(encoding="utf-8"))["runs"] if path.is_file() else []
     new = [r.directory.relative_to(out_dir).as_posix() for r in runs]
+    body = {"runs": [*listed, *(n for n in new if n not in listed)], "pid": os.getpid() if running else None,
+            "host": socket.gethostname() if running else None}
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps({"runs": [*listed, *(n for n in new if n not in listed)]}, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(body, indent=1) + "\n")
+
+
+def sweep_running(path: Path) -> bool:
+    """Whether the sweep that writes into ``path`` is still going (its process, on this host, is
+    alive): ``lzkernel status --watch`` waits for its next run."""
+    import socket
+
+    from lzkernel.checkpoint import pid_alive
+
+    try:
+        body = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    pid = body.get("pid")
+    return isinstance(pid, int) and body.get("host") == socket.gethostname() and pid_alive(pid)
 
 
 def expand_sweeps(dirs: Sequence[str]) -> list[str]:
@@ -230,13 +253,17 @@ def seed_dirs(path: Path) -> list[Path]:
 
 def sweep_runs(path: Path) -> list[Path]:
     """The run directories of the sweep in ``path``, in the order they ran: those its
-    ``sweep.json`` lists that have started (:func:`record_runs`), else (a sweep from before that
-    file) its ``seed_<S>`` runs; [] when ``path`` is not a sweep's directory."""
+    ``sweep.json`` lists that have started (:func:`record_runs`; a starting run has a lock file
+    only), else (a sweep from before that file) its ``seed_<S>`` runs; [] when ``path`` is not a
+    sweep's directory."""
     if not path.is_dir() or (path / "config.yaml").exists():
         return []
     if (path / SWEEP_FILE).is_file():
+        from lzkernel.rundir import LOCK_NAME
+
         listed = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))["runs"]
-        return [path / rel for rel in listed if (path / rel / "config.yaml").is_file()]
+        # a run that is starting holds its lock before it writes config.yaml
+        return [path / rel for rel in listed if (path / rel / "config.yaml").is_file() or (path / rel / LOCK_NAME).is_file()]
     return seed_dirs(path)
 
 

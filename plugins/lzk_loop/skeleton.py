@@ -145,6 +145,7 @@ class LoopTrainer(LoopCheckpoints):
         self._stop_now = False
         self._solved: float | None = None  # the evaluation return that reached the stop value
         self._eval_abandoned = False  # the last evaluation was given up for a stop signal
+        self._time_up = False  # rank 0's clock reached run.max_seconds (decided there, for every rank)
         #: Inside an epoch's updates: (updates of the epoch, updates done, decisions after the
         #: last one taken); None between epochs. Checkpointed (a resume finishes the epoch).
         self._progress: tuple[int, int, bool] | None = None
@@ -214,7 +215,7 @@ class LoopTrainer(LoopCheckpoints):
                 stopped = self._train_epoch(updates, start=progress[1], decided=progress[2])
                 progress = None
             else:
-                eval_due, signalled = self._decisions()
+                eval_due, signalled, _ = self._decisions()  # the time budget: checked in _should_stop
                 if signalled or (eval_due and self._evaluate_and_decide()):
                     break
                 if eval_due and self._decisions()[1]:  # a signal during the evaluation: stop before collecting
@@ -289,9 +290,9 @@ class LoopTrainer(LoopCheckpoints):
     def _after_update(self) -> bool:
         """The decisions after an update: stop on a signal (leave within one update, the caller
         saves), evaluate when due (between updates too, so evaluations fall every N iterations
-        exactly), stop on the evaluation or ``max_train_iters``. True: stop now."""
+        exactly), stop on the evaluation, ``max_train_iters`` or ``max_seconds``. True: stop now."""
         run = self.run
-        eval_due, signalled = self._decisions()
+        eval_due, signalled, time_up = self._decisions()
         if signalled:  # the decisions are left untaken: a resumed run takes them
             self._stop_now = True
             return True
@@ -301,9 +302,10 @@ class LoopTrainer(LoopCheckpoints):
             return True
         assert self._progress is not None
         self._progress = (self._progress[0], self._progress[1], True)
-        if stop:
+        self._time_up = time_up
+        if stop or time_up:
             self._stop_now = True
-        return stop or run.train_iter >= run.cfg.max_train_iters
+        return stop or time_up or run.train_iter >= run.cfg.max_train_iters
 
     # -- phases ------------------------------------------------------------------------------
 
@@ -324,14 +326,20 @@ class LoopTrainer(LoopCheckpoints):
                           "buffer/transitions": float(self.buffer.num_transitions), "sys/rss_mb": rss_mb()})
         return local
 
-    def _decisions(self) -> tuple[bool, bool]:
-        """(evaluation due, stop signal received), decided on rank 0 and broadcast in one
-        collective so that no rank can take a different branch. A signal comes first: the
-        evaluator then records nothing, and a resumed run evaluates where this one would have."""
+    def _decisions(self) -> tuple[bool, bool, bool]:
+        """(evaluation due, stop signal received, ``run.max_seconds`` reached), decided on rank 0
+        and broadcast in one collective so that no rank can take a different branch (the ranks'
+        clocks started at different times). A signal comes first: the evaluator then records
+        nothing, and a resumed run evaluates where this one would have."""
         signalled = bool(self.run.stop_requested)
         due = (not signalled and self.evaluator is not None and bool(self.evaluator.should_eval(self.run.train_iter)))
-        decided = self.run.comm.broadcast_object([due, signalled])
-        return bool(decided[0]), bool(decided[1])
+        decided = self.run.comm.broadcast_object([due, signalled, self._over_time()])
+        return bool(decided[0]), bool(decided[1]), bool(decided[2])
+
+    def _over_time(self) -> bool:
+        """This rank's clock has reached ``run.max_seconds`` (only rank 0's is ever used)."""
+        budget = self.run.cfg.max_seconds
+        return budget is not None and self.run.wall_time >= budget
 
     def _evaluate_and_decide(self, force: bool = False) -> bool:
         """Evaluate on rank 0 (when ``force`` or due) and return the broadcast stop decision:
@@ -374,12 +382,15 @@ class LoopTrainer(LoopCheckpoints):
 
     def _should_stop(self) -> bool:
         run = self.run
+        if not self._time_up:  # rank 0's clock decides for every rank (one broadcast)
+            self._time_up = bool(run.comm.broadcast_object(self._over_time()) if run.world_size > 1
+                                 else self._over_time())
         local = (
             self._stop_now
             or self._solved is not None
             or run.env_steps >= run.cfg.max_env_steps
             or run.train_iter >= run.cfg.max_train_iters
-            or (run.cfg.max_seconds is not None and run.wall_time >= run.cfg.max_seconds)
+            or self._time_up
             or run.stop_requested
         )
         # Budgets are identical on every rank; a signal may reach one rank only: stop if any rank
@@ -399,8 +410,8 @@ class LoopTrainer(LoopCheckpoints):
             return "max_train_iters", f"train_iter {run.train_iter} has reached run.max_train_iters={cfg.max_train_iters}"
         if run.env_steps >= cfg.max_env_steps:
             return "max_env_steps", f"env_steps {run.env_steps} has reached run.max_env_steps={cfg.max_env_steps}"
-        if cfg.max_seconds is not None and run.wall_time >= cfg.max_seconds:
-            return "max_seconds", f"wall time {run.wall_time:.0f} s has reached run.max_seconds={cfg.max_seconds:g}"
+        if self._time_up:
+            return "max_seconds", f"wall time {run.wall_time:.1f} s has reached run.max_seconds={cfg.max_seconds:g}"
         if run.world_size > 1 and not run.stop_requested:  # this rank saw no signal: another did
             return "peer_signal", "stopped by another rank's signal"
         return "requested", "stopped"

@@ -1,5 +1,5 @@
 """A console progress line on stderr: iterations, env steps, speed, last and best eval return,
-the run's time and, against ``run.max_train_iters`` / ``run.max_env_steps``, the share of the
+the run's time and, against ``run.max_train_iters`` / ``run.max_env_steps`` / ``run.max_seconds``, the share of the
 budget done and the time to go.
 
 On a terminal the line is redrawn in place at most every 0.5 s (and at every evaluation).

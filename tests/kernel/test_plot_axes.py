@@ -87,3 +87,6 @@ def test_plot_list_on_the_command_line(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 0 and proc.stdout.splitlines() == ["eval/return_mean  (1 of 1 runs)"], proc.stderr
     assert not (tmp_path / "plot.png").exists()
+    bad = subprocess.run([sys.executable, "-m", "lzkernel", "plot", "--list", "--metric", "x", str(a)], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "give run directories and no --metric" in bad.stderr, bad.stderr

@@ -161,15 +161,49 @@ def test_watch_shows_the_lines_until_every_run_has_ended(tmp_path: Path) -> None
     assert "\033[H" not in text  # not a terminal: nothing cleared
 
     out = io.StringIO()
-    assert watch([str(tmp_path / "nothing")], 1.0, out=out, sleep=lambda s: None, rounds=2) == 2
-    assert out.getvalue().count("nothing: no such run directory") == 2  # each round says so
+    assert watch([str(tmp_path / "nothing")], 1.0, out=out, sleep=lambda s: None) == 2
+    assert out.getvalue().count("nothing: no such run directory") == 1  # nothing to watch: at once
+    out = io.StringIO()
+    assert watch([str(tmp_path / "nothing"), str(sweep)], 1.0, out=out, sleep=lambda s: None) == 2
+    assert out.getvalue().count("nothing: no such run directory") == 2  # each round says so, beside the runs
 
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    assert watch([str(tmp_path / "nothing")], 1.0, out=io.StringIO(), sleep=interrupt) == 0
+    assert watch([str(sweep)], 1.0, out=io.StringIO(), sleep=interrupt) == 0
 
     proc = lzk(["status", "--watch", sweep, "--every", "0.1"], tmp_path)
     assert proc.returncode == 0 and proc.stdout.count("0 of 2 runs running") == 2, proc.stdout + proc.stderr
-    assert_one_line_error(lzk(["status", "--watch", "--json", sweep], tmp_path), "--watch --every 10")
-    assert_one_line_error(lzk(["status", "--watch", "--every", "0", sweep], tmp_path), "a positive interval")
+    assert_one_line_error(lzk(["status", "--watch", "--json", sweep], tmp_path), "--json is for scripts")
+    for bad in (["--watch", "--every", "0"], ["--watch", "--every", "nan"], ["--watch", "--every", "inf"], ["--every", "5"]):
+        assert_one_line_error(lzk(["status", *bad, sweep], tmp_path), "the interval of --watch")
+
+
+def test_watch_waits_for_a_sweep_that_is_still_going(tmp_path: Path) -> None:
+    """A sweep's sweep.json names its live process: watch goes on while it lives, though every
+    run listed has ended; a run that holds only its lock (starting) is one of the sweep's runs."""
+    import io
+    import socket
+
+    from lzkernel.runinfo import watch
+    from lzkernel.sweep import sweep_runs
+
+    sweep = tmp_path / "sweep"
+    cfg = loop_config(tmp_path / "c.yaml", sweep / "seed_0", run={"max_train_iters": 2})
+    assert lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path).returncode == 0
+    (sweep / "seed_1").mkdir()
+    (sweep / "seed_1" / ".lock").write_text("")  # the next run, before its config.yaml
+    live = {"runs": ["seed_0", "seed_1", "seed_2"], "pid": os.getpid(), "host": socket.gethostname()}
+    (sweep / "sweep.json").write_text(json.dumps(live))
+    assert sweep_runs(sweep) == [sweep / "seed_0", sweep / "seed_1"]
+    (sweep / "seed_1" / ".lock").unlink()
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 3:  # the sweep ends
+            (sweep / "sweep.json").write_text(json.dumps({**live, "pid": None, "host": None}))
+
+    out = io.StringIO()
+    assert watch([str(sweep)], 1.0, out=out, sleep=sleep) == 0
+    assert len(naps) == 4 and out.getvalue().count("a sweep going on") == 3, out.getvalue()
