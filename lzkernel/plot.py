@@ -148,7 +148,8 @@ def metric_names(run_dirs: Sequence[str | Path]) -> dict[str, int]:
     for d in map(Path, run_dirs):
         if not (d / "metrics.jsonl").is_file():
             raise ConfigError(f"{d}: no such run directory (no metrics.jsonl)")
-        for name in read_history(d, lambda rec: False).names:
+        kept = read_history(d, lambda rec: True).records  # not the names of a rewound, abandoned history
+        for name in {k for rec in kept for k in rec if "/" in k}:
             counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))
 

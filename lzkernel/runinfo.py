@@ -268,10 +268,12 @@ def clock(seconds: float) -> str:
 def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """``lzkernel status``'s work: the status of each run (a sweep's directory stands for its
     runs), its line, and one error line per directory that is not a run's (a bad one spoils no
-    other line); the "solved" line follows the lines of several runs."""
+    other line); the "solved" line follows the lines of several runs (one per point of a grid
+    with seeds: the runs in one ``seed_<S>`` parent)."""
     from lzkernel.sweep import expand_sweeps
 
     report, lines, errors = [], [], []
+    groups: dict[Path, list[dict[str, Any]]] = {}  # the seeds of one config: the runs in one seed_<S> parent
     for d in expand_sweeps(dirs):
         try:
             report.append(status(Path(d)))
@@ -279,7 +281,11 @@ def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], 
             errors.append(f"lzkernel: error: {exc}")
             continue
         lines.append(format_status(report[-1]))
-    if (solved := format_solved(report)) is not None:
+        path = Path(d)
+        groups.setdefault(path.parent if path.name.startswith("seed_") else path, []).append(report[-1])
+    if sum(len(g) > 1 for g in groups.values()) > 1:  # a grid with seeds: how each point did
+        lines += [f"{parent.name}: {solved}" for parent, g in groups.items() if (solved := format_solved(g))]
+    elif (solved := format_solved(report)) is not None:
         lines.append(solved)
     return report, lines, errors
 

@@ -90,3 +90,13 @@ def test_plot_list_on_the_command_line(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "lzkernel", "plot", "--list", "--metric", "x", str(a)], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "give run directories and no --metric" in bad.stderr, bad.stderr
+
+
+def test_list_leaves_out_metrics_of_an_abandoned_history(tmp_path: Path) -> None:
+    """A metric logged only after the checkpoint a resume went back to is not listed (plotting it
+    would find nothing)."""
+    gone = {"event": "train", "train_iter": 150, "env_steps": 1050, "wall_time": 15.0, "x/abandoned": 1.0}
+    resume = {"event": "resume", "checkpoint": "ckpt/step_000000000100", "train_iter": 100, "env_steps": 700,
+              "wall_time": 10.0}
+    run = _run_dir(tmp_path / "r", _evals([0, 100]) + [gone, resume] + _evals([200], 0.0), 0.003)
+    assert plot.metric_names([run]) == {"eval/return_mean": 1}

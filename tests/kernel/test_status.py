@@ -207,3 +207,18 @@ def test_watch_waits_for_a_sweep_that_is_still_going(tmp_path: Path) -> None:
     out = io.StringIO()
     assert watch([str(sweep)], 1.0, out=out, sleep=sleep) == 0
     assert len(naps) == 4 and out.getvalue().count("a sweep going on") == 3, out.getvalue()
+
+
+def test_status_of_a_grid_with_seeds_sums_up_each_point(tmp_path: Path) -> None:
+    from lzkernel.runinfo import status_lines
+
+    grid = tmp_path / "grid"
+    for point in ("lr=1", "lr=2"):
+        for seed in (0, 1):
+            cfg = loop_config(tmp_path / f"{point}_{seed}.yaml", grid / point / f"seed_{seed}", run={"max_train_iters": 1})
+            assert lzk(["run", cfg, "-p", "lzk_fault_plugin"], tmp_path).returncode == 0
+    dirs = [str(grid / p / f"seed_{s}") for p in ("lr=1", "lr=2") for s in (0, 1)]
+    _, lines, errors = status_lines(dirs)
+    assert not errors and lines[-2:] == ["lr=1: solved 0 of 2", "lr=2: solved 0 of 2"]
+    _, lines, _ = status_lines(dirs[:2])
+    assert lines[-1] == "solved 0 of 2"  # one point: one line, as for a seeds sweep
