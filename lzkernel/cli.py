@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="auto|PATH", help="resume from the newest checkpoint (auto) or PATH")
     run.add_argument("--seeds", nargs="+", action="extend", metavar="S",
                      help="one run per seed, one after another, in <run.out_dir>/seed_<S> (then a status line each)")
+    run.add_argument("--dry-run", action="store_true", help="with --seeds/--grid: validate every run and list them; "
+                                                            "start none")
     run.add_argument("--grid", action="append", metavar="KEY=V1,V2",
                      help="one run per combination of the values (repeat for more keys), in <run.out_dir>/KEY=V,... "
                           "(with --seeds: each seed below it)")
@@ -138,6 +140,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel.raise_on_errors()
     config = load_config(args.config, args.overrides, kernel.registry)
     check_unredacted(config.to_dict(), f"the config {args.config} (with its overrides)")
+    if args.dry_run and not (args.seeds or args.grid):
+        raise ConfigError("--dry-run lists the runs of --seeds/--grid; to check one run's config: lzkernel config")
     if args.seeds or args.grid:
         from lzkernel.sweep import start_sweep
 

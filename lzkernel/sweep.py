@@ -191,6 +191,11 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
         if args.resume is None:
             refuse_fresh_run_into(r.directory)
     passed = [*plugin_argv(args), *["-v"] * args.verbose, *["--traceback"] * args.traceback]
+    if args.dry_run:  # every run validated above: say what would run, start nothing
+        for i, r in enumerate(runs):
+            cmd = run_command(args.config, overrides, r, passed, args.resume)
+            print(f"{_name(r)} ({i + 1} of {len(runs)}) in {r.directory}: {shlex.join(redact_argv(cmd[3:]))}")
+        return 0
     record_runs(Path(out_dir), runs, running=True)
     try:
         return run_all(args.config, overrides, runs, passed, args.resume)

@@ -224,3 +224,17 @@ def test_eval_sums_up_each_group_of_seeds() -> None:
     assert lines == ["a=1: 2 seeds: return mean over seeds 2.000  std 1.000  min 1.000  max 3.000",
                      "a=2: 2 seeds: return mean over seeds 5.000  std 0.000  min 5.000  max 5.000"]
     assert over_seeds(["run"], [report(1.0)]) == []
+
+
+def test_dry_run_lists_every_run_and_starts_none(tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    cfg = loop_config(tmp_path / "c.yaml", out)
+    proc = lzk(["run", cfg, "-p", "lzk_fault_plugin", "--grid", "trainer.lr=0.1,0.5", "--seeds", "0", "1", "--dry-run"],
+               tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 4 and lines[0].startswith(f"trainer.lr=0.1, seed 0 (1 of 4) in {out / 'trainer.lr=0.1' / 'seed_0'}: ")
+    assert "trainer.lr=0.5 run.seed=1" in lines[3] and not out.exists()  # nothing started, nothing written
+    assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--dry-run"], tmp_path), "--dry-run lists the runs")
+    assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--grid", "trainer.lr=0.1,abc", "--dry-run"],
+                              tmp_path), "trainer.lr")  # validated as for a real sweep
