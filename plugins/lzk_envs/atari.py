@@ -220,10 +220,12 @@ class AtariEnvSpec:
     render_fps: float = 15.0
     action_meanings: tuple[str, ...] = field(default=())
     restarts: EnvRestarts = EnvRestarts()
+    workers: int = 0  # env worker processes (lzk_envs.workers); 0: the envs run in this process
+    step_timeout_s: float = 60.0
 
     @classmethod
-    def probe(cls, settings: AtariSettings, truncation_as_terminal: bool = True,
-              restarts: EnvRestarts = EnvRestarts()) -> AtariEnvSpec:
+    def probe(cls, settings: AtariSettings, truncation_as_terminal: bool = True, restarts: EnvRestarts = EnvRestarts(),
+              workers: int = 0, step_timeout_s: float = 60.0) -> AtariEnvSpec:
         """Load the ROM once to read the action set; ConfigError for a missing ale-py or ROM."""
         env = AtariEnv(settings)
         try:
@@ -233,20 +235,29 @@ class AtariEnvSpec:
             env.close()
         return cls(settings=settings, id=f"atari/{settings.game}", obs_shape=obs_shape, num_actions=len(meanings),
                    truncation_as_terminal=truncation_as_terminal, render_fps=60.0 / settings.frame_skip,
-                   action_meanings=meanings, restarts=restarts)
+                   action_meanings=meanings, restarts=restarts, workers=workers, step_timeout_s=step_timeout_s)
 
     def eval_variant(self) -> AtariEnvSpec:
         return dataclasses.replace(self, settings=dataclasses.replace(self.settings, episode_life=False,
                                                                       clip_rewards=False))
 
     def make_vector(self, num_envs: int, seed: int) -> Any:
-        """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset."""
+        """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset; in
+        ``workers`` processes when set (:mod:`lzk_envs.workers`)."""
+        if self.workers and num_envs >= 1:
+            from lzk_envs.workers import WorkerVectorEnv
+
+            return WorkerVectorEnv(self, num_envs, seed, self.workers, self.step_timeout_s)
         return self._vector(num_envs, seed, None)
+
+    def make_local_vector(self, num_envs: int, seed: int, first_index: int = 0) -> Any:
+        """Envs ``first_index`` .. ``first_index + num_envs - 1`` of the run, in this process."""
+        return self._vector(num_envs, seed, None, first_index)
 
     def make_rendering_vector(self, num_envs: int, seed: int, on_frame: FrameCallback) -> Any:
         return self._vector(num_envs, seed, on_frame)
 
-    def _vector(self, num_envs: int, seed: int, on_frame: FrameCallback | None) -> Any:
+    def _vector(self, num_envs: int, seed: int, on_frame: FrameCallback | None, first_index: int = 0) -> Any:
         from lzk_envs.gym import GymVectorEnv
 
         if num_envs < 1:
@@ -255,4 +266,5 @@ class AtariEnvSpec:
         # whole history since the seeded first reset (see GymVectorEnv).
         return GymVectorEnv(self.id, lambda i: AtariEnv(self.settings), num_envs, seed, self.obs_shape,
                             self.num_actions, on_frame=on_frame, replay_from="seed",
-                            restarts=self.restarts if on_frame is None else EnvRestarts())  # as gym's video envs
+                            restarts=self.restarts if on_frame is None else EnvRestarts(),  # as gym's video envs
+                            first_index=first_index)

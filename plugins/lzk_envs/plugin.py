@@ -25,8 +25,21 @@ def _restart_backoff_s() -> Any:
                   "(at most 60).", min=0.0)
 
 
-#: How failures are answered changes no data: a resume may change them.
-_RESTART_KEYS = ("max_restarts", "restart_backoff_s")
+#: How failures are answered, and where the envs run, change no data: a resume may change them.
+_RESTART_KEYS = ("max_restarts", "restart_backoff_s", "workers", "step_timeout_s")
+
+
+def _workers() -> Any:
+    """The ``workers`` option of the envs run through :class:`lzk_envs.gym_vector.GymVectorEnv`."""
+    return option(0, doc="Env worker processes: the envs split into this many shares, each stepped in its own "
+                  "process (at the same time; an env that crashes or hangs its process ends the run with one line, "
+                  "without taking the trainer down). 0: every env in the trainer's process. Results are the same "
+                  "either way, and a checkpoint resumes with any value.", min=0)
+
+
+def _step_timeout_s() -> Any:
+    return option(60.0, doc="With workers: seconds a worker may take to answer a step (or reset) before it counts "
+                  "as hung, is killed, and ends the run.", min=0.1)
 
 
 def _restarts(cfg: GymEnvConfig | AtariEnvConfig) -> Any:
@@ -55,6 +68,8 @@ class GymEnvConfig:
     )
     max_restarts: int = _max_restarts()
     restart_backoff_s: float = _restart_backoff_s()
+    workers: int = _workers()
+    step_timeout_s: float = _step_timeout_s()
 
     def validate(self) -> list[tuple[str, str]]:
         """Look the id up in gymnasium's registry now (imports gymnasium, makes no env), so that
@@ -75,6 +90,8 @@ def make_gym_env(cfg: GymEnvConfig, run: Any = None) -> Any:
         truncation_as_terminal=cfg.truncation_as_terminal,
         max_episode_steps=cfg.max_episode_steps,
         restarts=_restarts(cfg),
+        workers=cfg.workers,
+        step_timeout_s=cfg.step_timeout_s,
     )
 
 
@@ -102,6 +119,8 @@ class AtariEnvConfig:
     truncation_as_terminal: bool = option(True, doc="Treat a truncation as terminal (LightZero's convention).")
     max_restarts: int = _max_restarts()
     restart_backoff_s: float = _restart_backoff_s()
+    workers: int = _workers()
+    step_timeout_s: float = _step_timeout_s()
 
 
 def make_atari_env(cfg: AtariEnvConfig, run: Any = None) -> Any:
@@ -113,7 +132,8 @@ def make_atari_env(cfg: AtariEnvConfig, run: Any = None) -> Any:
         noop_max=cfg.noop_max, sticky_action_prob=cfg.sticky_action_prob, full_action_space=cfg.full_action_space,
         episode_life=cfg.episode_life, clip_rewards=cfg.clip_rewards, max_episode_steps=cfg.max_episode_steps,
         max_episode_frames=cfg.max_episode_frames)
-    return AtariEnvSpec.probe(settings, truncation_as_terminal=cfg.truncation_as_terminal, restarts=_restarts(cfg))
+    return AtariEnvSpec.probe(settings, truncation_as_terminal=cfg.truncation_as_terminal, restarts=_restarts(cfg),
+                              workers=cfg.workers, step_timeout_s=cfg.step_timeout_s)
 
 
 @dataclass

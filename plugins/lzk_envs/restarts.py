@@ -55,8 +55,9 @@ def restart_seed(seed: int, index: int, restart: int) -> int:
 class RestartBook:
     """The restart counts of one vector env's E envs, and the decision made from them."""
 
-    def __init__(self, policy: EnvRestarts, seed: int, num_envs: int) -> None:
-        self.policy, self.seed = policy, seed
+    def __init__(self, policy: EnvRestarts, seed: int, num_envs: int, first_index: int = 0) -> None:
+        """``seed``: the vector seed; env i is env ``first_index + i`` of the run (its restart seeds')."""
+        self.policy, self.seed, self.first_index = policy, seed, first_index
         self.in_a_row = [0] * num_envs  # restarts of env i since its last finished episode
         self.restarts_of = [0] * num_envs  # restarts of env i ever (its restart seeds' index)
         self.first: list[str | None] = [None] * num_envs  # the first failure of env i's row
@@ -85,7 +86,7 @@ class RestartBook:
         log.warning("%s; recreating the env (restart %d of at most %d in a row, waiting %.1f s first)",
                     what, self.in_a_row[i], limit, wait)
         pause(wait)
-        return restart_seed(self.seed, i, self.restarts_of[i])
+        return restart_seed(self.seed, self.first_index + i, self.restarts_of[i])
 
     def episode_ended(self, i: int) -> None:
         """Env i finished an episode: its next failure is the first of a new row."""

@@ -1,7 +1,8 @@
 """RELIABILITY.md test-menu items that no other test proved (an audit of tests/ against the menu).
 
-Each test names its menu item. Not here: A2/A3/C3 have no env worker processes or queues
-(docs/architecture.md, "An env that raises"). A1's restarts in detail: tests/envs/test_env_restarts.py.
+Each test names its menu item. Elsewhere: A1's restarts in detail in tests/envs/test_env_restarts.py;
+A2 and A3 (env worker processes, ``env.workers``) in tests/envs/test_env_workers.py. Not here: C3
+(there are no queues between processes).
 """
 from __future__ import annotations
 

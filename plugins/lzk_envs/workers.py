@@ -1,0 +1,213 @@
+"""Envs in worker processes (``env.workers: W``): the run's E envs split into W contiguous shares,
+each a :class:`~lzk_envs.gym_vector.GymVectorEnv` in its own process (:mod:`lzk_envs.env_worker`).
+
+Why: the workers step their envs at the same time (an expensive env on a machine with cores to
+spare), and an env that crashes its process (a segfault in an emulator) or hangs does not take the
+trainer with it: a worker that dies is seen at once (its socket closes: RELIABILITY A2) and one
+that does not answer within ``env.step_timeout_s`` is killed (A3); either ends the run with one
+line naming the worker's env indices (the last completed iteration stays resumable). An env that
+*raises* is restarted inside its worker as in-process (``env.max_restarts``).
+
+The results are the in-process vector env's, row for row: env i is seeded ``seed + i`` and its
+restart seeds are those of env i, and :meth:`WorkerVectorEnv.state_dict` writes the in-process
+format (the shares' states joined), so a checkpoint resumes with any ``env.workers``.
+
+Shape letters: E envs, W workers.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from dataclasses import fields
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from lzkernel import ConfigError, StepBatch
+from lzk_envs.gym_vector import EnvError
+from lzk_envs.vector import check_step_args
+
+#: Seconds a worker may take to make its envs (an emulator loads its ROM) before it counts as hung.
+INIT_TIMEOUT_S = 120.0
+#: Seconds a closing worker gets before it is killed.
+CLOSE_TIMEOUT_S = 5.0
+
+
+def shares(num_envs: int, workers: int) -> list[tuple[int, int]]:
+    """``[(first, count)]``: E envs in min(W, E) contiguous shares, the first ``E % W`` one larger."""
+    w = max(1, min(workers, num_envs))
+    counts = [num_envs // w + (k < num_envs % w) for k in range(w)]
+    return [(sum(counts[:k]), counts[k]) for k in range(w)]
+
+
+def join_batches(batches: list[StepBatch]) -> StepBatch:
+    """The shares' batches as one, rows in env order (``restarted`` None unless a share has one)."""
+    joined = {f.name: np.concatenate([getattr(b, f.name) for b in batches])
+              for f in fields(StepBatch) if f.name not in ("states", "restarted")}
+    if all(b.restarted is None for b in batches):
+        return StepBatch(**joined)
+    restarted = np.concatenate([b.restarted if b.restarted is not None else np.zeros(len(b.obs), np.int64)
+                                for b in batches])
+    return StepBatch(**joined, restarted=restarted)
+
+
+_PER_ENV = ("replay_seed", "replay_rng", "env_seed")
+_PER_ENV_ARRAYS = ("lengths", "obs", "legal", "ret", "len")
+_BOOK_LISTS = ("in_a_row", "restarts_of", "first")
+
+
+def join_states(states: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The shares' ``state_dict()`` results as the in-process vector env's over all E envs."""
+    metas = [m for m, _ in states]
+    meta = {**metas[0], "num_envs": sum(m["num_envs"] for m in metas), "first_index": 0}
+    for key in _PER_ENV:
+        meta[key] = [x for m in metas for x in m[key]]
+    books = [m["restarts"] for m in metas]
+    meta["restarts"] = {**{k: [x for b in books for x in b[k]] for k in _BOOK_LISTS},
+                        "failures": sum(b["failures"] for b in books)}
+    arrays = {k: np.concatenate([a[k] for _, a in states]) for k in ("actions", *_PER_ENV_ARRAYS)}
+    return meta, arrays
+
+
+def split_state(meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                parts: list[tuple[int, int]]) -> list[tuple[dict[str, Any], dict[str, np.ndarray]]]:
+    """The in-process state of E envs cut into the shares' states (:func:`join_states` undone)."""
+    if meta.get("kind") != "gymnasium" or int(meta.get("num_envs", -1)) != sum(c for _, c in parts):
+        raise ValueError(f"env state of {meta.get('num_envs')} {meta.get('kind')} envs does not fit "
+                         f"{sum(c for _, c in parts)} gymnasium envs")
+    ends = np.concatenate([[0], np.cumsum(arrays["lengths"])])
+    book = meta.get("restarts")
+    out = []
+    for k, (a, n) in enumerate(parts):
+        b = a + n
+        part = {**meta, "num_envs": n, "first_index": a, **{key: meta[key][a:b] for key in _PER_ENV if key in meta}}
+        if book is not None:
+            part["restarts"] = {**{key: book[key][a:b] for key in _BOOK_LISTS},
+                                "failures": book["failures"] if k == 0 else 0}
+        cut = {key: arrays[key][a:b] for key in _PER_ENV_ARRAYS}
+        cut["actions"] = arrays["actions"][ends[a]:ends[b]]
+        out.append((part, cut))
+    return out
+
+
+class _Worker:
+    """One worker process and its end of the socket."""
+
+    def __init__(self, first: int, count: int) -> None:
+        self.first, self.count = first, count
+        mine, theirs = socket.socketpair()
+        self.proc = subprocess.Popen([sys.executable, "-m", "lzk_envs.env_worker", str(theirs.fileno())],
+                                     pass_fds=(theirs.fileno(),))
+        theirs.close()
+        self.conn = Connection(mine.detach())
+        self.pending = False  # a request is unanswered (the worker is busy, or hung)
+
+    def name(self) -> str:
+        last = self.first + self.count - 1
+        return f"env worker {self.proc.pid} (env indices {self.first}..{last})"
+
+    def send(self, request: tuple[Any, ...]) -> None:
+        try:
+            self.conn.send(request)
+        except OSError:
+            self.fail("died")
+        self.pending = True
+
+    def reply(self, timeout: float) -> Any:
+        """The answer to the last request: its value, or the error it reports raised here."""
+        try:
+            if not self.conn.poll(timeout):
+                self.proc.kill()
+                self.proc.wait()
+                raise EnvError(f"{self.name()} did not answer within {timeout:g} s (env.step_timeout_s): a hung "
+                               "env? The worker was killed.")
+            answer = self.conn.recv()
+        except (EOFError, OSError):
+            self.fail("died")
+        self.pending = False
+        if answer[0] == "ok":
+            return answer[1]
+        kind, message = answer[1], answer[2]
+        raise ConfigError(message) if kind == "config" else ValueError(message) if kind == "value" else EnvError(message)
+
+    def fail(self, what: str) -> None:
+        code = self.proc.wait()
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        raise EnvError(f"{self.name()} {what} ({how}): its envs are lost")
+
+    def close(self) -> None:
+        """Ask the worker to close its envs and end; kill it when it does not within
+        :data:`CLOSE_TIMEOUT_S`, or at once when it still owes an answer (hung, or the run is
+        leaving on another worker's error)."""
+        if self.pending:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(("close",))
+            except OSError:
+                pass
+        try:
+            self.proc.wait(CLOSE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.conn.close()
+
+
+class WorkerVectorEnv:
+    """The :class:`lzkernel.VectorEnv` (and :class:`lzkernel.ResumableVectorEnv`) of ``spec``'s E
+    envs in W worker processes (module docstring). ``spec.make_local_vector(n, seed, first)``
+    makes a share in a worker; the spec travels there pickled."""
+
+    def __init__(self, spec: Any, num_envs: int, seed: int, workers: int, step_timeout_s: float) -> None:
+        self.num_envs, self.seed, self.timeout = num_envs, seed, step_timeout_s
+        self.env_id = spec.id
+        self.parts = shares(num_envs, workers)
+        self.workers: list[_Worker] = []
+        try:
+            for first, count in self.parts:
+                self.workers.append(_Worker(first, count))
+            self._all([("init", spec, count, seed, first) for first, count in self.parts], INIT_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+
+    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
+        """Send each worker its request, then collect the answers (the workers work meanwhile).
+        An error a worker reports is raised once every answer is in (no worker is left owing
+        one); a worker that died or hung raises at once (the others are killed when closing)."""
+        for worker, request in zip(self.workers, requests):
+            worker.send(request)
+        answers, errors = [], []
+        for worker in self.workers:
+            try:
+                answers.append(worker.reply(self.timeout if timeout is None else timeout))
+            except (ConfigError, ValueError, EnvError) as exc:
+                if worker.pending:  # died or hung: nothing more to wait for
+                    raise
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return answers
+
+    def reset(self) -> StepBatch:
+        return join_batches(self._all([("reset",)] * len(self.workers)))
+
+    def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
+        actions, active = check_step_args(f"gymnasium env {self.env_id!r}", self.num_envs, actions, active)
+        return join_batches(self._all([("step", actions[a:a + n], active[a:a + n]) for a, n in self.parts]))
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The in-process format (:func:`join_states`): a checkpoint resumes with any ``env.workers``."""
+        return join_states(self._all([("state",)] * len(self.workers)))
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
+        parts = split_state(meta, arrays, self.parts)
+        return join_batches(self._all([("load", m, a) for m, a in parts], INIT_TIMEOUT_S))
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+        self.workers = []

@@ -1,0 +1,184 @@
+"""Envs in worker processes (``env.workers``, lzk_envs.workers; RELIABILITY A2, A3, S5): the same
+rows as in-process, interchangeable checkpoints, a killed worker seen at once, a hung one killed
+after ``step_timeout_s``, errors carried back as themselves, no orphaned processes."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lzkernel import ConfigError
+from lzk_envs.gym import EnvError, GymEnvSpec
+from lzk_envs.restarts import EnvRestarts
+from lzk_envs.workers import shares
+
+_MODULE = '''
+import os, time
+import gymnasium
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class SlowCartPole(CartPoleEnv):
+    """Hangs in its LZK_HANG_AT-th step; raises in its LZK_RAISE_AT-th."""
+    steps = 0
+
+    def step(self, action):
+        SlowCartPole.steps += 1
+        if SlowCartPole.steps == int(os.environ.get("LZK_HANG_AT", "-1")):
+            time.sleep(600)
+        if SlowCartPole.steps == int(os.environ.get("LZK_RAISE_AT", "-1")):
+            raise RuntimeError("injected worker env failure")
+        return super().step(action)
+
+
+class TextObsCartPole(CartPoleEnv):
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        return "not numbers", r, term, trunc, info
+
+
+gymnasium.register("LzkSlowCartPole-v0", entry_point=SlowCartPole, max_episode_steps=200, disable_env_checker=True)
+gymnasium.register("LzkTextObs-v0", entry_point=TextObsCartPole, max_episode_steps=200, disable_env_checker=True)
+'''
+
+
+@pytest.fixture
+def env_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "lzk_worker_envs.py").write_text(_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))  # the workers import it too
+    return "lzk_worker_envs"
+
+
+def _pair(env_id: str = "CartPole-v1", num_envs: int = 5, **changes: object) -> tuple[object, object]:
+    spec = dataclasses.replace(GymEnvSpec.probe(env_id), **changes)
+    return spec.make_vector(num_envs, 7), dataclasses.replace(spec, workers=2).make_vector(num_envs, 7)
+
+
+def test_shares() -> None:
+    assert shares(5, 2) == [(0, 3), (3, 2)] and shares(2, 4) == [(0, 1), (1, 1)] and shares(3, 1) == [(0, 3)]
+
+
+def test_the_same_rows_as_in_process_and_checkpoints_that_go_both_ways() -> None:
+    local, workers = _pair()
+    try:
+        assert np.array_equal(local.reset().obs, workers.reset().obs)
+        rng = np.random.default_rng(0)
+        for _ in range(300):  # several episodes per env, some envs left out of some steps
+            actions, active = rng.integers(0, 2, 5), rng.random(5) < 0.8
+            a, b = local.step(actions, active), workers.step(actions, active)
+            for f in dataclasses.fields(a):
+                x, y = getattr(a, f.name), getattr(b, f.name)
+                assert (x is None and y is None) or np.array_equal(x, y), f.name
+        (m1, a1), (m2, a2) = local.state_dict(), workers.state_dict()
+        assert m1 == m2 and all(np.array_equal(a1[k], a2[k]) for k in a1)  # the in-process format
+        spec = GymEnvSpec.probe("CartPole-v1")
+        again_local, again_workers = spec.make_vector(5, 7), dataclasses.replace(spec, workers=3).make_vector(5, 7)
+        again_local.load_state_dict(m2, a2)  # a workers' checkpoint, resumed in-process
+        again_workers.load_state_dict(m1, a1)  # and the other way, with another number of workers
+        for _ in range(50):
+            actions = rng.integers(0, 2, 5)
+            rows = [v.step(actions).obs for v in (local, again_local, again_workers)]
+            assert np.array_equal(rows[0], rows[1]) and np.array_equal(rows[0], rows[2])
+        again_local.close(), again_workers.close()
+    finally:
+        local.close(), workers.close()
+
+
+def test_a_killed_worker_is_seen_at_once_and_none_is_left_behind() -> None:
+    """A2: SIGKILL to a worker (as a crash in an emulator would end it): the next step raises
+    within a second, naming the worker's env indices; closing leaves no process."""
+    local, workers = _pair()
+    local.close()
+    workers.reset()
+    pids = [w.proc.pid for w in workers.workers]
+    os.kill(pids[1], signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(EnvError, match=r"env worker \d+ \(env indices 3\.\.4\) died \(killed by signal 9\)"):
+        workers.step(np.zeros(5, np.int64))
+    assert time.monotonic() - t0 < 1.0
+    workers.close()
+    assert not any(Path(f"/proc/{p}").exists() for p in pids)
+
+
+def test_a_hung_env_is_killed_after_the_step_timeout(env_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A3: an env that hangs in step: the worker is killed after step_timeout_s and the error says so."""
+    monkeypatch.setenv("LZK_HANG_AT", "3")
+    spec = dataclasses.replace(GymEnvSpec.probe(f"{env_module}:LzkSlowCartPole-v0"), workers=2, step_timeout_s=1.0)
+    venv = spec.make_vector(2, 0)
+    venv.reset()
+    t0 = time.monotonic()
+    with pytest.raises(EnvError, match=r"did not answer within 1 s \(env.step_timeout_s\).*killed"):
+        for _ in range(5):
+            venv.step(np.zeros(2, np.int64))
+    assert 1.0 <= time.monotonic() - t0 < 5.0
+    hung = [w for w in venv.workers if w.proc.poll() is not None]
+    assert len(hung) == 1 and hung[0].proc.returncode == -signal.SIGKILL
+    venv.close()
+
+
+def test_errors_come_back_as_themselves_and_restarts_work_in_a_worker(env_module: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LZK_RAISE_AT", "2")
+    spec = dataclasses.replace(GymEnvSpec.probe(f"{env_module}:LzkSlowCartPole-v0"), workers=2)
+    venv = spec.make_vector(2, 0)
+    venv.reset()
+    with pytest.raises(EnvError, match=r"\(env index \d, seed \d, step \d of its episode\) raised RuntimeError"):
+        for _ in range(3):
+            venv.step(np.zeros(2, np.int64))
+    venv.close()
+    venv = dataclasses.replace(spec, restarts=EnvRestarts(1, 0.0)).make_vector(2, 0)
+    venv.reset()
+    counts = [b.restarted for b in (venv.step(np.zeros(2, np.int64)) for _ in range(3))]
+    assert sum(int(c.sum()) for c in counts if c is not None) == 2  # each worker's env raised at its 2nd step
+    venv.close()
+    text = dataclasses.replace(GymEnvSpec.probe(f"{env_module}:LzkTextObs-v0"), workers=1).make_vector(1, 0)
+    text.reset()
+    with pytest.raises(ConfigError, match="returned an observation of type str"):
+        text.step(np.zeros(1, np.int64))
+    text.close()
+
+
+def test_workers_ignore_ctrl_c_which_is_the_trainers_to_handle() -> None:
+    local, workers = _pair(num_envs=2)
+    local.close()
+    workers.reset()
+    for w in workers.workers:
+        os.kill(w.proc.pid, signal.SIGINT)
+    time.sleep(0.2)
+    assert workers.step(np.zeros(2, np.int64)).obs.shape == (2, 4)  # still answering
+    workers.close()
+
+
+def test_a_run_with_env_workers_is_the_run_without_them(tmp_path: Path) -> None:
+    """A tiny ReZero run with ``env.workers=2`` logs the same numbers as with the envs in-process
+    (every env row is the same), and resumes from its checkpoint with ``env.workers=0``."""
+    import json
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    tiny = ["run.progress=false", "run.threads=1", "run.log_every=1", "policy.num_simulations=4",
+            "update_schedule.updates_per_collect=2", "collector.envs=3", "collector.n_episode=3", "evaluator.envs=2",
+            "evaluator.episodes=2", "evaluator.every_train_iters=4", "policy.batch_size=16", "run.max_train_iters=8",
+            "run.checkpoint_every=4"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LZKERNEL")}
+
+    def run(out: Path, *extra: str) -> list[dict]:
+        proc = subprocess.run([sys.executable, "-m", "lzkernel", "run", str(repo / "configs" / "cartpole_rezero_fast.yaml"),
+                               f"run.out_dir={out}", *tiny, *extra], capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not k.startswith(("time/", "sys/", "wall")) and "seconds" not in k
+                 and not k.endswith("ms") and "per_second" not in k and "_share" not in k} for r in records]
+
+    local, workers = run(tmp_path / "local"), run(tmp_path / "workers", "env.workers=2")
+    assert local == workers and any("collect/return_mean" in r for r in local)
+    resumed = run(tmp_path / "workers", "run.max_train_iters=12", "--resume", "auto")
+    assert max(r.get("train_iter", 0) for r in resumed) == 12
