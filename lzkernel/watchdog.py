@@ -35,6 +35,11 @@ def progressed() -> None:
     _last_progress[0] = time.monotonic()
 
 
+def last_progress() -> float:
+    """The monotonic time of this process's last :func:`progressed` (an env worker reports it)."""
+    return _last_progress[0]
+
+
 class StallWatchdog:
     """Ends the process when :func:`progressed` was not called for ``timeout_s`` seconds
     (``timeout_s`` ≤ 0: never). ``exit`` is what ends it (``os._exit``; tests pass their own)."""

@@ -153,6 +153,11 @@ def remember_config(tree: Any, overrides: Sequence[str] = ()) -> None:
         remember(secret_values(_override_tree(key, value)))
 
 
+def remembered() -> list[str]:
+    """The secret values remembered in this process (an env worker is given them, to scrub its logs)."""
+    return sorted(_SEEN)
+
+
 def scrub(text: str) -> str:
     """``text`` with every remembered secret value replaced by :data:`REDACTED` (longest first)."""
     for value in sorted(_SEEN, key=len, reverse=True):

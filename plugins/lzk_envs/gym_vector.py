@@ -325,7 +325,7 @@ class GymVectorEnv:
             self._obs[i], self._legal[i] = self._check_obs(i, obs), self._mask(i, info)
             self._replay_seed[i], self._replay_rng[i] = seed, rng
             self._replay_actions[i] = array("q", actions.astype(np.int64).tobytes())
-        check_restored(f"gymnasium env {self.env_id!r}", {"obs": self._obs, "legal": self._legal}, arrays)
+        check_restored(f"gymnasium env {self.env_id!r}", {"obs": self._obs, "legal": self._legal}, arrays, self.first_index)
         self._ret[:], self._len[:] = arrays["ret"], arrays["len"]
         # States saved before env restarts existed: no env had been recreated.
         self._env_seed = [int(x) for x in meta.get("env_seed", [self.seed + self.first_index + i

@@ -38,12 +38,18 @@ class EnvRestarts:
     backoff_s: float = 1.0
 
 
+#: The longest sleep of :func:`pause` between two signs of progress.
+PAUSE_SLICE_S = 0.25
+
+
 def pause(seconds: float) -> None:
-    """Sleep ``seconds`` in slices of at most one second, telling the run's stall watchdog after
-    each that the run is alive (a backoff is a deliberate, bounded wait, not a hang)."""
+    """Sleep ``seconds`` in slices of at most :data:`PAUSE_SLICE_S`, telling the run's stall
+    watchdog before and after each that the run is alive (a backoff is a deliberate, bounded
+    wait, not a hang; in an env worker the signs reach the trainer, :mod:`lzk_envs.env_worker`)."""
+    progressed()
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
-        time.sleep(min(left, 1.0))
+        time.sleep(min(left, PAUSE_SLICE_S))
         progressed()
 
 

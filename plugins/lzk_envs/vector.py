@@ -26,14 +26,15 @@ def check_step_args(who: str, num_envs: int, actions: np.ndarray,
     return actions, active
 
 
-def check_restored(who: str, got: dict[str, np.ndarray], saved: dict[str, np.ndarray]) -> None:
+def check_restored(who: str, got: dict[str, np.ndarray], saved: dict[str, np.ndarray], first_index: int = 0) -> None:
     """Raise ``ValueError`` unless every array of ``got`` (what replaying a saved env state led
     to) equals the saved one bit for bit: an env that does not come back is not deterministic
-    given what was saved, and continuing from it would silently be another run."""
+    given what was saved, and continuing from it would silently be another run. Row i is env
+    ``first_index + i`` (a worker's share) in the message."""
     for name, value in got.items():
         want = np.asarray(saved[name])
         if value.shape != want.shape or value.tobytes() != want.astype(value.dtype, copy=False).tobytes():
-            rows = [i for i in range(min(len(value), len(want))) if value[i].tobytes() != want[i].tobytes()]
+            rows = [first_index + i for i in range(min(len(value), len(want))) if value[i].tobytes() != want[i].tobytes()]
             raise ValueError(f"{who}: restoring the saved env state did not reproduce the saved {name} (env "
                              f"indices {rows[:8]}); the env is not deterministic given its seed, RNG and actions")
 

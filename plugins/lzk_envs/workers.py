@@ -19,13 +19,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import fields
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
-from lzkernel import ConfigError, StepBatch
+from lzkernel import ConfigError, StepBatch, progressed
 from lzk_envs.gym_vector import EnvError
 from lzk_envs.vector import check_step_args
 
@@ -33,6 +34,13 @@ from lzk_envs.vector import check_step_args
 INIT_TIMEOUT_S = 120.0
 #: Seconds a closing worker gets before it is killed.
 CLOSE_TIMEOUT_S = 5.0
+#: How often a waiting parent checks that the worker process still lives (its socket may be held
+#: open by a process the env started, so a closed socket is not the only sign of its end).
+CHECK_S = 0.5
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an error raised in an env worker (the cause of the error raised here)."""
 
 
 def shares(num_envs: int, workers: int) -> list[tuple[int, int]]:
@@ -98,9 +106,14 @@ class _Worker:
     def __init__(self, first: int, count: int) -> None:
         self.first, self.count = first, count
         mine, theirs = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-m", "lzk_envs.env_worker", str(theirs.fileno())],
-                                     pass_fds=(theirs.fileno(),))
-        theirs.close()
+        try:  # its own session: a Ctrl-C or SIGTERM to the trainer's group is the trainer's to handle
+            self.proc = subprocess.Popen([sys.executable, "-m", "lzk_envs.env_worker", str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), start_new_session=True)
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
         self.conn = Connection(mine.detach())
         self.pending = False  # a request is unanswered (the worker is busy, or hung)
 
@@ -115,27 +128,41 @@ class _Worker:
             self.fail("died")
         self.pending = True
 
-    def reply(self, timeout: float) -> Any:
-        """The answer to the last request: its value, or the error it reports raised here."""
-        try:
-            if not self.conn.poll(timeout):
-                self.proc.kill()
-                self.proc.wait()
-                raise EnvError(f"{self.name()} did not answer within {timeout:g} s (env.step_timeout_s): a hung "
-                               "env? The worker was killed.")
-            answer = self.conn.recv()
-        except (EOFError, OSError):
-            self.fail("died")
+    def reply(self, timeout: float, what: str = "did not answer within {t:g} s (env.step_timeout_s)") -> Any:
+        """The answer to the last request: its value, or the error it reports raised here (the
+        worker's traceback chained as its cause). ``timeout``: seconds without an answer or a
+        sign of progress (``("alive",)``, which also counts as this process's progress)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                ready = self.conn.poll(min(CHECK_S, max(0.0, deadline - time.monotonic())))
+                answer = self.conn.recv() if ready else None
+            except (EOFError, OSError):
+                self.fail("died")
+            if answer is None:
+                if self.proc.poll() is not None:
+                    self.fail("died")
+                if time.monotonic() >= deadline:
+                    self.proc.kill()
+                    self.proc.wait()
+                    raise EnvError(f"{self.name()} {what.format(t=timeout)}: a hung env? The worker was killed.")
+                continue
+            if answer[0] == "alive":
+                progressed()
+                deadline = time.monotonic() + timeout
+                continue
+            break
         self.pending = False
         if answer[0] == "ok":
             return answer[1]
-        kind, message = answer[1], answer[2]
-        raise ConfigError(message) if kind == "config" else ValueError(message) if kind == "value" else EnvError(message)
+        kind, message, trace = answer[1], answer[2], answer[3]
+        error = ConfigError(message) if kind == "config" else ValueError(message) if kind == "value" else EnvError(message)
+        raise error from WorkerTraceback(f"in {self.name()}:\n{trace}")
 
     def fail(self, what: str) -> None:
         code = self.proc.wait()
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        raise EnvError(f"{self.name()} {what} ({how}): its envs are lost")
+        raise EnvError(f"{self.name()} {what} ({how}): its envs are lost") from None
 
     def close(self) -> None:
         """Ask the worker to close its envs and end; kill it when it does not within
@@ -162,6 +189,8 @@ class WorkerVectorEnv:
     makes a share in a worker; the spec travels there pickled."""
 
     def __init__(self, spec: Any, num_envs: int, seed: int, workers: int, step_timeout_s: float) -> None:
+        from lzkernel.config.redact import remembered
+
         self.num_envs, self.seed, self.timeout = num_envs, seed, step_timeout_s
         self.env_id = spec.id
         self.parts = shares(num_envs, workers)
@@ -169,21 +198,29 @@ class WorkerVectorEnv:
         try:
             for first, count in self.parts:
                 self.workers.append(_Worker(first, count))
-            self._all([("init", spec, count, seed, first) for first, count in self.parts], INIT_TIMEOUT_S)
+            secrets = remembered()
+            self._all([("init", spec, count, seed, first, secrets) for first, count in self.parts], INIT_TIMEOUT_S,
+                      "did not make its envs within {t:g} s")
+        except ConfigError as exc:
+            self.close()
+            raise ConfigError(f"{exc} (env.workers: a worker, a fresh process, makes the envs: an env a plugin "
+                              "registers when imported needs its module:Id form)") from exc.__cause__
         except BaseException:
             self.close()
             raise
 
-    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
+    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str) -> list[Any]:
         """Send each worker its request, then collect the answers (the workers work meanwhile).
         An error a worker reports is raised once every answer is in (no worker is left owing
         one); a worker that died or hung raises at once (the others are killed when closing)."""
+        if not self.workers:
+            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
         for worker, request in zip(self.workers, requests):
             worker.send(request)
         answers, errors = [], []
         for worker in self.workers:
             try:
-                answers.append(worker.reply(self.timeout if timeout is None else timeout))
+                answers.append(worker.reply(self.timeout if timeout is None else timeout, *what))
             except (ConfigError, ValueError, EnvError) as exc:
                 if worker.pending:  # died or hung: nothing more to wait for
                     raise
@@ -204,8 +241,8 @@ class WorkerVectorEnv:
         return join_states(self._all([("state",)] * len(self.workers)))
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
-        parts = split_state(meta, arrays, self.parts)
-        return join_batches(self._all([("load", m, a) for m, a in parts], INIT_TIMEOUT_S))
+        parts = split_state(meta, arrays, self.parts)  # a long replay sends signs of progress: step_timeout_s applies
+        return join_batches(self._all([("load", m, a) for m, a in parts]))
 
     def close(self) -> None:
         for worker in self.workers:

@@ -259,13 +259,21 @@ def test_no_recursion_however_many_restarts_are_allowed() -> None:
 
 
 def test_the_backoff_tells_the_stall_watchdog_that_the_run_is_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lzk_envs.restarts import PAUSE_SLICE_S
+
     ticks: list[str] = []
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        ticks.append(f"sleep {seconds:.2f}")
+        now[0] += seconds
+
     monkeypatch.setattr("lzk_envs.restarts.progressed", lambda: ticks.append("progress"))
-    monkeypatch.setattr("lzk_envs.restarts.time.sleep", lambda s: ticks.append(f"sleep {s:.1f}"))
-    clock = iter([0.0, 0.0, 1.0, 2.0, 2.5])
-    monkeypatch.setattr("lzk_envs.restarts.time.monotonic", lambda: next(clock))
-    pause(2.5)
-    assert ticks == ["sleep 1.0", "progress", "sleep 1.0", "progress", "sleep 0.5", "progress"]
+    monkeypatch.setattr("lzk_envs.restarts.time.sleep", sleep)
+    monkeypatch.setattr("lzk_envs.restarts.time.monotonic", lambda: now[0])
+    pause(0.6)
+    assert PAUSE_SLICE_S == 0.25
+    assert ticks == ["progress", "sleep 0.25", "progress", "sleep 0.25", "progress", "sleep 0.10", "progress"]
 
 
 def test_a_resumed_run_restarts_where_the_uninterrupted_one_would() -> None:

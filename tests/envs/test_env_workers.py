@@ -182,3 +182,46 @@ def test_a_run_with_env_workers_is_the_run_without_them(tmp_path: Path) -> None:
     assert local == workers and any("collect/return_mean" in r for r in local)
     resumed = run(tmp_path / "workers", "run.max_train_iters=12", "--resume", "auto")
     assert max(r.get("train_iter", 0) for r in resumed) == 12
+
+
+def test_review_cases_sessions_progress_indices_ids_and_tracebacks(env_module: str, monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """Workers run in their own session with a close-on-exec socket; a restart's wait longer than
+    step_timeout_s is progress, not a hang; a restore mismatch names the run's env index; an id
+    the trainer alone registered gets a hint; a worker's error carries its traceback."""
+    import gymnasium
+    from lzk_envs.workers import WorkerTraceback
+
+    local, workers = _pair(num_envs=5)
+    local.reset(), workers.reset()
+    for w in workers.workers:
+        assert os.getsid(w.proc.pid) != os.getsid(0)  # a Ctrl-C to our group does not reach it
+        flags = next(line for line in Path(f"/proc/{w.proc.pid}/fdinfo/3").read_text().splitlines()
+                     if line.startswith("flags:")) if Path(f"/proc/{w.proc.pid}/fdinfo/3").exists() else None
+        assert flags is None or int(flags.split()[1], 8) & 0o2000000  # O_CLOEXEC
+    meta, arrays = local.state_dict()
+    arrays["obs"][4] += 1.0  # env 4 would not come back
+    spec = GymEnvSpec.probe("CartPole-v1")
+    again = dataclasses.replace(spec, workers=2).make_vector(5, 7)
+    with pytest.raises(ValueError, match=r"env indices \[4\]") as err:
+        again.load_state_dict(meta, arrays)
+    assert isinstance(err.value.__cause__, WorkerTraceback) and "Traceback" in str(err.value.__cause__)
+    for v in (local, workers, again):
+        v.close()
+
+    monkeypatch.setenv("LZK_RAISE_AT", "2")
+    slow = dataclasses.replace(GymEnvSpec.probe(f"{env_module}:LzkSlowCartPole-v0"), workers=1, step_timeout_s=1.0,
+                               restarts=EnvRestarts(1, 2.5))
+    venv = slow.make_vector(1, 0)
+    venv.reset()
+    t0 = time.monotonic()
+    restarted = [venv.step(np.zeros(1, np.int64)).restarted for _ in range(2)]
+    assert restarted[1] is not None and restarted[1].tolist() == [1] and time.monotonic() - t0 >= 2.5
+    venv.close()
+
+    gymnasium.register("LzkTrainerOnly-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv")
+    try:
+        with pytest.raises(ConfigError, match="needs its module:Id form"):
+            dataclasses.replace(GymEnvSpec.probe("LzkTrainerOnly-v0"), workers=1).make_vector(1, 0)
+    finally:
+        gymnasium.registry.pop("LzkTrainerOnly-v0", None)
