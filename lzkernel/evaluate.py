@@ -249,11 +249,10 @@ def over_seeds(targets: list[str], reports: list[dict[str, Any]]) -> list[str]:
     """The lines under a sweep's evaluations: for every group of seeds (the runs in one
     ``seed_<S>`` parent: a ``--seeds`` sweep, or one point of a ``--grid``), the mean, spread and
     range of their evaluations' mean returns; nothing for runs evaluated alone."""
-    groups: dict[Path, list[float]] = {}
-    for target, report in zip(targets, reports):
-        path = Path(target)
-        if path.name.startswith("seed_"):
-            groups.setdefault(path.parent, []).append(report["metrics"].get("eval/return_mean", math.nan))
+    from lzkernel.sweep import seed_groups
+
+    groups = {parent: [reports[i]["metrics"].get("eval/return_mean", math.nan) for i in ids]
+              for parent, ids in seed_groups(targets).items() if Path(targets[ids[0]]).name.startswith("seed_")}
     lines = []
     for parent, means in groups.items():
         if len(means) > 1:

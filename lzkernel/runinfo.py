@@ -272,22 +272,30 @@ def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], 
     with seeds: the runs in one ``seed_<S>`` parent)."""
     from lzkernel.sweep import expand_sweeps
 
-    report, lines, errors = [], [], []
-    groups: dict[Path, list[dict[str, Any]]] = {}  # the seeds of one config: the runs in one seed_<S> parent
+    report, lines, errors, ran = [], [], [], []
     for d in expand_sweeps(dirs):
         try:
             report.append(status(Path(d)))
         except ConfigError as exc:
             errors.append(f"lzkernel: error: {exc}")
             continue
+        ran.append(d)
         lines.append(format_status(report[-1]))
-        path = Path(d)
-        groups.setdefault(path.parent if path.name.startswith("seed_") else path, []).append(report[-1])
-    if sum(len(g) > 1 for g in groups.values()) > 1:  # a grid with seeds: how each point did
-        lines += [f"{parent.name}: {solved}" for parent, g in groups.items() if (solved := format_solved(g))]
-    elif (solved := format_solved(report)) is not None:
-        lines.append(solved)
-    return report, lines, errors
+    return report, lines + solved_lines(report, ran), errors
+
+
+def solved_lines(sts: list[dict[str, Any]], dirs: Sequence[str | Path]) -> list[str]:
+    """The "solved" lines under several runs' status lines (``dirs``: their directories): one
+    per group of seeds when there are several (a grid with seeds: how each point did,
+    :func:`lzkernel.sweep.seed_groups`), else one over all the runs."""
+    from lzkernel.sweep import seed_groups
+
+    groups = seed_groups(dirs)
+    if sum(len(g) > 1 for g in groups.values()) > 1:
+        return [f"{parent.name}: {line}" for parent, ids in groups.items()
+                if (line := format_solved([sts[i] for i in ids]))]
+    line = format_solved(sts)
+    return [line] if line else []
 
 
 def watch(dirs: Sequence[str], every: float, *, out: TextIO = sys.stdout, sleep: Callable[[float], None] = time.sleep,

@@ -79,20 +79,20 @@ def grid_points(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
     directory (a ``/`` in a value becomes ``_``). ConfigError naming ``--grid`` for a bad spec."""
     import yaml
 
-    from lzkernel.config.redact import is_secret
+    from lzkernel.config.loader import parse_override
+    from lzkernel.config.redact import is_secret_path
 
     axes: list[list[str]] = []
     keys: list[str] = []
     for spec in specs:
-        key, eq, text = spec.partition("=")
-        key = key.strip()
-        bare = key.lstrip("+")
-        if not eq or not key or key.startswith(("~", "-")):
+        op, bare, text = parse_override(spec)
+        key = op + bare
+        if op == "~" or text is None or not bare or bare.startswith("-"):
             raise ConfigError(f"--grid {spec}: expected KEY=VALUE1,VALUE2,... (e.g. --grid policy.lr=1e-3,3e-3)")
         if any(_nested(bare, own) for own in _OWN_KEYS):
             raise ConfigError(f"--grid {spec}: {bare} holds what the sweep sets ({', '.join(_OWN_KEYS)}; use --seeds "
                               "for seeds; each run's directory is below run.out_dir)")
-        if any(is_secret(part) for part in bare.split(".")):
+        if is_secret_path(bare):
             raise ConfigError(f"--grid {spec}: {bare} is a secret (its values would name directories); run those "
                               "runs one by one")
         if any(_nested(bare, k.lstrip("+")) for k in keys):
@@ -165,7 +165,7 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
     2 before any run starts), then :func:`run_all`."""
     from lzkernel.checkpoint import refuse_fresh_run_into
     from lzkernel.cli import plugin_argv
-    from lzkernel.config.loader import load_config
+    from lzkernel.config.loader import load_config, parse_override
 
     seeds, grid = args.seeds or [], args.grid or []
     what = "--seeds" if not grid else "--grid"
@@ -177,15 +177,15 @@ def start_sweep(args: Any, kernel: Any, out_dir: str) -> int:
     if args.resume not in (None, "auto"):
         raise ConfigError(f"--resume {args.resume} with {what}: a checkpoint belongs to one run; use --resume auto "
                           "(each run resumes its own directory)")
-    if seeds and any(o.lstrip("+").startswith("run.seed=") for o in args.overrides):
+    given = [parse_override(o)[1] for o in args.overrides]  # the keys the overrides name
+    if seeds and "run.seed" in given:
         raise ConfigError("run.seed=... with --seeds: give the seeds with --seeds alone")
     runs = plan(out_dir, grid, seeds)
-    varied = [o.split("=", 1)[0].lstrip("+") for o in runs[0].overrides if not o.startswith("run.seed=")]
-    given = [o.split("=", 1)[0].strip().lstrip("+~") for o in args.overrides]
+    varied = [key for key in (parse_override(o)[1] for o in runs[0].overrides) if key != "run.seed"]
     if clash := sorted({v for v in varied for g in given if _nested(v, g)}):
         raise ConfigError(f"--grid varies {', '.join(clash)}, which an override also sets: give it in one place")
     # run.out_dir (the file's or an override's) is the sweep's directory; each run gets its own below it
-    overrides = [o for o in args.overrides if not o.lstrip("+").startswith("run.out_dir=")]
+    overrides = [o for o, key in zip(args.overrides, given) if key != "run.out_dir"]
     for r in runs:
         load_config(args.config, [*overrides, *r.overrides, out_dir_override(r.directory)], kernel.registry)
         if args.resume is None:
@@ -240,6 +240,16 @@ def expand_sweeps(dirs: Sequence[str]) -> list[str]:
     """Each directory as given, except a sweep's: its runs' directories instead
     (:func:`sweep_runs`; ``lzkernel status``, ``plot`` and ``eval`` take a sweep's directory so)."""
     return [str(x) for d in dirs for x in (sweep_runs(Path(d)) or [d])]
+
+
+def seed_groups(dirs: Sequence[str | Path]) -> dict[Path, list[int]]:
+    """The runs of one config, by position in ``dirs``: the runs in one ``seed_<S>`` parent (a
+    ``--seeds`` sweep, or one point of a ``--grid`` with seeds) form a group, keyed by that
+    parent; any other run is a group of its own, keyed by itself."""
+    groups: dict[Path, list[int]] = {}
+    for i, d in enumerate(map(Path, dirs)):
+        groups.setdefault(d.parent if d.name.startswith("seed_") else d, []).append(i)
+    return groups
 
 
 def seed_dir(out_dir: str | Path, seed: int) -> Path:
@@ -339,18 +349,17 @@ def _name(run: SweepRun) -> str:
 def _report(codes: dict[SweepRun, int], runs: Sequence[SweepRun]) -> None:
     """One status line per run, with its exit code; then how many solved, and how fast (for each
     point of a grid)."""
-    from lzkernel.runinfo import format_solved, format_status, status
+    from lzkernel.runinfo import format_status, solved_lines, status
 
     print(f"lzkernel: ran {len(codes)} of {len(runs)} runs:", file=sys.stderr, flush=True)
-    by_point: dict[str, list[dict[str, Any]]] = {}
+    statuses, dirs = [], []
     for run, code in codes.items():
         try:
-            by_point.setdefault(run.point, []).append(status(run.directory))
-            line = format_status(by_point[run.point][-1])
+            statuses.append(status(run.directory))
+            dirs.append(run.directory)
+            line = format_status(statuses[-1])
         except Exception as exc:  # noqa: BLE001 - a run that wrote nothing still gets its line (exc names it)
             line = str(exc)
         print(f"  exit {code:>3}  {line}", file=sys.stderr, flush=True)
-    groups = by_point if any(len(v) > 1 for v in by_point.values()) else {"all points": sum(by_point.values(), [])}
-    for point, statuses in groups.items():
-        if (solved := format_solved(statuses)) is not None:
-            print(f"  {point + ': ' if point else ''}{solved}", file=sys.stderr, flush=True)
+    for line in solved_lines(statuses, dirs):
+        print(f"  {line}", file=sys.stderr, flush=True)

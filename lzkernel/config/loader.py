@@ -79,6 +79,14 @@ def _parse_tree(text: str, where: str) -> dict[str, Any]:
     return data
 
 
+def parse_override(item: str) -> tuple[str, str, str | None]:
+    """``(op, dotted key, value text)`` of an override word: op ``+``, ``~`` or ""; the value
+    None when there is no ``=`` (``~a.b``, or a malformed word)."""
+    op = item[0] if item[:1] in ("+", "~") else ""
+    key, sep, raw = (item[1:] if op else item).partition("=")
+    return op, key.strip(), raw if sep else None
+
+
 def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
     """Apply ``a.b=v`` (set a key), ``+a.b=v`` (add a key that must not exist yet), ``~a.b``
     (delete a key that must exist).
@@ -92,11 +100,8 @@ def apply_overrides(tree: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
     touched: set[str] = set()
     problems: list[str] = []
     for item in overrides:
-        op = item[0] if item[:1] in ("+", "~") else ""
-        body = item[1:] if op else item
-        key, sep, raw = body.partition("=")
-        key = key.strip()
-        if not key or (op != "~" and not sep):
+        op, key, raw = parse_override(item)
+        if not key or (op != "~" and raw is None):
             problems.append(f"override '{item}': expected KEY=VALUE, +KEY=VALUE or ~KEY")
             continue
         *parents, leaf = key.split(".")

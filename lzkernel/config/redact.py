@@ -31,12 +31,18 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: Secret values shorter than this are not scrubbed from text (they would hit ordinary words).
 MIN_SCRUBBED = 4
 _SEEN: set[str] = set()
+_LONGEST_FIRST: list[str] = []  # _SEEN in the order scrub() replaces them
 
 
 def is_secret(key: str) -> bool:
     """Whether the last name of the dotted config key ``key`` names a secret (module docstring)."""
     words = [w.lower() for w in _WORDS.findall(key.rsplit(".", 1)[-1])]
     return bool(words) and (words[-1] in _LAST or tuple(words[-2:]) in _LAST_TWO or words == ["key"])
+
+
+def is_secret_path(key: str) -> bool:
+    """Whether any name of the dotted key is a secret's (everything below a secret is one)."""
+    return any(is_secret(part) for part in key.split("."))
 
 
 def _hide(value: Any) -> Any:
@@ -60,39 +66,33 @@ def redact_tree(tree: Any) -> Any:
     return tree
 
 
+def _strings(value: Any) -> list[str]:
+    """Every non-empty string in ``value`` (in mappings and lists too)."""
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
+
+
 def secret_values(tree: Any) -> set[str]:
     """The strings under every secret key of ``tree``."""
-    found: set[str] = set()
-
-    def strings(value: Any) -> None:
-        if isinstance(value, str) and value:
-            found.add(value)
-        elif isinstance(value, Mapping):
-            for v in value.values():
-                strings(v)
-        elif isinstance(value, list):
-            for v in value:
-                strings(v)
-
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                strings(v) if is_secret(str(k)) else walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(tree)
-    return found
+    if isinstance(tree, Mapping):
+        return {s for k, v in tree.items() for s in (_strings(v) if is_secret(str(k)) else secret_values(v))}
+    if isinstance(tree, list):
+        return {s for v in tree for s in secret_values(v)}
+    return set()
 
 
 def _override_parts(word: str) -> tuple[str, str] | None:
-    """``(dotted key, value text)`` of an override word ``[+]a.b=VALUE`` (None: not one)."""
-    key, eq, value = word.partition("=")
-    key = key.strip()
-    if not eq or not key or key.startswith(("-", "~")):
+    """``(dotted key, value text)`` of an override word ``[+]a.b=VALUE`` (None: a command-line
+    option, a deletion, or not an override)."""
+    from lzkernel.config.loader import parse_override
+
+    if word.startswith("-"):
         return None
-    return key.lstrip("+"), value
+    op, key, value = parse_override(word)
+    return None if op == "~" or not key or value is None else (key, value)
 
 
 def _override_tree(key: str, value: str) -> Any:
@@ -121,15 +121,15 @@ def redact_argv(words: Sequence[str]) -> list[str]:
             out.append(word)
             continue
         key, value = parts
-        if any(is_secret(part) for part in key.split(".")):
+        if is_secret_path(key):
             out.append(word.partition("=")[0] + "=" + REDACTED)
             continue
         tree = _override_tree(key, value)
-        if redact_tree(tree) != tree:  # a secret inside a mapping or list value
-            inner = redact_tree(tree)
+        hidden = redact_tree(tree)
+        if hidden != tree:  # a secret inside a mapping or list value
             for part in key.split("."):
-                inner = inner[part]
-            value = yaml.safe_dump(inner, default_flow_style=True, width=10**9, sort_keys=False).strip()
+                hidden = hidden[part]
+            value = yaml.safe_dump(hidden, default_flow_style=True, width=10**9, sort_keys=False).strip()
         out.append(word.partition("=")[0] + "=" + value)
     return out
 
@@ -137,6 +137,7 @@ def redact_argv(words: Sequence[str]) -> list[str]:
 def remember(values: Iterable[str]) -> None:
     """Secret values of this process, scrubbed from the text :func:`scrub` is given."""
     _SEEN.update(v for v in values if len(v) >= MIN_SCRUBBED and v != REDACTED)
+    _LONGEST_FIRST[:] = sorted(_SEEN, key=len, reverse=True)
 
 
 def remember_config(tree: Any, overrides: Sequence[str] = ()) -> None:
@@ -148,7 +149,7 @@ def remember_config(tree: Any, overrides: Sequence[str] = ()) -> None:
         if parts is None:
             continue
         key, value = parts
-        if any(is_secret(part) for part in key.split(".")):
+        if is_secret_path(key):
             remember([value.strip()])
         remember(secret_values(_override_tree(key, value)))
 
@@ -160,7 +161,7 @@ def remembered() -> list[str]:
 
 def scrub(text: str) -> str:
     """``text`` with every remembered secret value replaced by :data:`REDACTED` (longest first)."""
-    for value in sorted(_SEEN, key=len, reverse=True):
+    for value in _LONGEST_FIRST:
         text = text.replace(value, REDACTED)
     return text
 
@@ -174,7 +175,7 @@ def check_unredacted(tree: Any, where: str) -> None:
         if isinstance(node, Mapping):
             for k, v in node.items():
                 key = f"{path}.{k}" if path else str(k)
-                if is_secret(str(k)) and REDACTED in (secret_values({k: v}) or {None}):
+                if is_secret(str(k)) and REDACTED in _strings(v):
                     raise ConfigError(f"{key}: {where} holds {REDACTED!r}, a secret a run does not write; give its "
                                       f"value again (an override {key}=... or the config file)")
                 walk(v, key)

@@ -43,6 +43,15 @@ class StepBatch:
     #: count lost nothing: the env raised while starting the next episode.)
     restarted: np.ndarray | None = None
 
+    def abandoned(self) -> np.ndarray:
+        """[E] bool: the rows whose running episode was abandoned in this call (``restarted``
+        without an episode end): what a player drops, and where a new episode starts."""
+        import numpy as np
+
+        if self.restarted is None:
+            return np.zeros(len(self.reward), bool)
+        return (self.restarted > 0) & ~(self.terminated | self.truncated)
+
 
 @runtime_checkable
 class VectorEnv(Protocol):

@@ -244,11 +244,9 @@ class AtariEnvSpec:
     def make_vector(self, num_envs: int, seed: int) -> Any:
         """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset; in
         ``workers`` processes when set (:mod:`lzk_envs.workers`)."""
-        if self.workers and num_envs >= 1:
-            from lzk_envs.workers import WorkerVectorEnv
+        from lzk_envs.workers import make_vector
 
-            return WorkerVectorEnv(self, num_envs, seed, self.workers, self.step_timeout_s)
-        return self._vector(num_envs, seed, None)
+        return make_vector(self, num_envs, seed)
 
     def make_local_vector(self, num_envs: int, seed: int, first_index: int = 0) -> Any:
         """Envs ``first_index`` .. ``first_index + num_envs - 1`` of the run, in this process."""

@@ -165,13 +165,9 @@ class GymEnvSpec:
     def make_vector(self, num_envs: int, seed: int) -> Any:
         """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset; in
         ``workers`` processes when set (:mod:`lzk_envs.workers`)."""
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if self.workers:
-            from lzk_envs.workers import WorkerVectorEnv
+        from lzk_envs.workers import make_vector
 
-            return WorkerVectorEnv(self, num_envs, seed, self.workers, self.step_timeout_s)
-        return self.make_local_vector(num_envs, seed)
+        return make_vector(self, num_envs, seed)
 
     def make_local_vector(self, num_envs: int, seed: int, first_index: int = 0) -> GymVectorEnv:
         """Envs ``first_index`` .. ``first_index + num_envs - 1`` of the run, in this process."""

@@ -183,6 +183,16 @@ class _Worker:
         self.conn.close()
 
 
+def make_vector(spec: Any, num_envs: int, seed: int) -> Any:
+    """``spec.make_vector``'s work for the specs with ``workers``: :class:`WorkerVectorEnv` when
+    ``spec.workers`` is set, else ``spec.make_local_vector`` (the envs in this process)."""
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if spec.workers:
+        return WorkerVectorEnv(spec, num_envs, seed, spec.workers, spec.step_timeout_s)
+    return spec.make_local_vector(num_envs, seed)
+
+
 class WorkerVectorEnv:
     """The :class:`lzkernel.VectorEnv` (and :class:`lzkernel.ResumableVectorEnv`) of ``spec``'s E
     envs in W worker processes (module docstring). ``spec.make_local_vector(n, seed, first)``

@@ -57,9 +57,8 @@ class RandomOpenings:
                 actions[i] = self.rng.choice(np.flatnonzero(current.legal[i]))
             current = self.venv.step(actions, active=active)
             ended = (current.terminated | current.truncated) & active
-            failed = np.zeros_like(active)  # [E] recreated mid-opening: a new game, and no move was made
+            failed = active & current.abandoned()  # [E] recreated mid-opening: a new game, and no move was made
             if current.restarted is not None:
-                failed = active & (current.restarted > 0) & ~ended
                 restarted = current.restarted if restarted is None else restarted + current.restarted
             self.opening_steps += int(active.sum()) - int(failed.sum())
             todo[active] -= 1
@@ -83,9 +82,7 @@ class RandomOpenings:
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
         """Step ``venv``; the envs whose episode ended there start their next one after an opening."""
         batch = self.venv.step(actions, active=active)
-        ended = batch.terminated | batch.truncated  # and the rows of recreated envs: a new episode too
-        if batch.restarted is not None:
-            ended = ended | (batch.restarted > 0)
+        ended = batch.terminated | batch.truncated | batch.abandoned()  # a recreated env starts a new episode too
         if active is not None:
             ended &= np.asarray(active, bool)  # an unstepped row cannot have started an episode
         ended = np.flatnonzero(ended)

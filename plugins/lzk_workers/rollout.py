@@ -377,9 +377,8 @@ class EpisodePlayer:
             progressed()  # for the run's stall watchdog (lzkernel.watchdog)
             check_finite(batch, ids, self.env_id)
             ended = (batch.terminated | batch.truncated) & active  # [E]
-            failed = np.zeros_like(active)  # [E] envs whose running episode was abandoned
+            failed = active & batch.abandoned()  # [E] envs whose running episode was abandoned
             if batch.restarted is not None:
-                failed = active & (batch.restarted > 0) & ~ended
                 self._failures += int(batch.restarted.sum())
             out.env_steps += len(ids) - int(failed.sum())  # a step that raised took no transition
             self.timestep[ids] += 1  # now the timestep of the observation each transition led to
