@@ -40,7 +40,8 @@ class StepBatch:
     #: abandoned its running episode (the step that raised took no transition): keep none of it
     #: that was not handed on yet. Its ``obs``, ``legal``, ``to_play`` and ``states`` are the new
     #: env's first state; reward 0 and no episode end. (A row that ended its episode and has a
-    #: count lost nothing: the env raised while starting the next episode.)
+    #: count lost nothing: the env raised while starting the next episode.) An env worker that is
+    #: lost restarts all of its envs, so a row left out of ``step``'s ``active`` may have a count.
     restarted: np.ndarray | None = None
 
     def abandoned(self) -> np.ndarray:
@@ -65,7 +66,8 @@ class VectorEnv(Protocol):
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
         """Step the envs with ``actions`` [E] int64 (each legal for its row). ``active`` [E] bool,
         when given, leaves the other rows unstepped (their rows in the result are unchanged and
-        their rewards zero): collectors use it for envs that met their episode quota."""
+        their rewards zero, unless ``restarted`` counts them): collectors use it for envs that met
+        their episode quota."""
 
     def close(self) -> None: ...
 

@@ -5,9 +5,11 @@ socket), one request and one reply at a time, as pickled tuples (parent and chil
 program: the same trust domain). The requests: ``("init", spec, count, seed, first_index,
 secrets)`` makes the worker's :class:`~lzk_envs.gym_vector.GymVectorEnv`
 (``spec.make_local_vector``) and remembers the run's secret values (its log lines are scrubbed);
-``("reset",)``, ``("step", actions, active)``, ``("state",)``, ``("load", meta, arrays)`` call it;
-``("close",)`` closes it and ends the process. A reply is ``("ok", value)`` or ``("error", kind,
-message, traceback)`` with kind ``config``, ``value`` or ``env``. While a request makes progress
+``("reset",)``, ``("step", actions, active)``, ``("state",)``, ``("load", meta, arrays)`` and
+``("restart", book)`` (``start_anew``: the worker replaces one that was lost) call it;
+``("close",)`` closes it and ends the process. A reply is ``("ok", value, book)`` (book: the
+restart counts, :meth:`~lzk_envs.restarts.RestartBook.state`, after a call that restarted an env;
+else None) or ``("error", kind, message, traceback)`` with kind ``config``, ``value`` or ``env``. While a request makes progress
 (an env restart's wait, a long replay: ``lzkernel.progressed``), a thread sends ``("alive",)``
 about every quarter second, so the parent neither counts it as hung nor lets its stall watchdog fire.
 
@@ -66,6 +68,8 @@ def _beat(sender: _Sender, stop: threading.Event) -> None:
 
 def serve(conn: Connection) -> None:
     """Answer requests until ``close`` or the parent's end of the socket closes."""
+    from lzkernel import StepBatch
+
     venv: Any = None
     sender, stop = _Sender(conn), threading.Event()
     threading.Thread(target=_beat, args=(sender, stop), daemon=True, name="lzk-env-worker-beat").start()
@@ -94,6 +98,8 @@ def serve(conn: Connection) -> None:
                 value = venv.state_dict()
             elif op == "load":
                 value = venv.load_state_dict(request[1], request[2])
+            elif op == "restart":
+                value = venv.start_anew(request[1])
             elif op == "close":
                 stop.set()
                 if venv is not None:
@@ -105,7 +111,10 @@ def serve(conn: Connection) -> None:
         except Exception as exc:  # noqa: BLE001 - every error goes back to the parent, which raises it
             sender.send(_error(exc))
             continue
-        sender.send(("ok", value))
+        # A batch with restarts carries the restart counts: the parent's copy, from which it
+        # restarts this worker's envs should the worker itself be lost.
+        book = venv.book.state() if isinstance(value, StepBatch) and value.restarted is not None else None
+        sender.send(("ok", value, book))
 
 
 def main(argv: list[str]) -> int:

@@ -202,10 +202,38 @@ class GymVectorEnv:
                 what = (f"{self._who(i, 'a new env', seed)} raised {type(again).__name__} while being made or "
                         f"reset: {again}")
                 continue
-            self._env_seed[i] = seed
-            self._replay_seed[i], self._replay_rng[i], self._replay_actions[i] = seed, None, array("q")
-            self._begin(i, obs, info)
+            self._begin_restart(i, seed, obs, info)
             return
+
+    def _begin_restart(self, i: int, seed: int, obs: Any, info: dict[str, Any]) -> None:
+        """Env i's new env started from restart seed ``seed`` with ``obs``, ``info``: its replay
+        starts there."""
+        self._env_seed[i] = seed
+        self._replay_seed[i], self._replay_rng[i], self._replay_actions[i] = seed, None, array("q")
+        self._begin(i, obs, info)
+
+    def start_anew(self, book: dict[str, Any]) -> StepBatch:
+        """Start every env of this fresh vector env as a restart: the share of an env worker
+        that was lost (:mod:`lzk_envs.workers`). ``book``: the restart counts
+        (:meth:`RestartBook.state`) with the loss already counted; env i starts from the seed of
+        its latest restart (a new env that raises is one more failure in a row, as in
+        :meth:`step`). The first states, as :meth:`reset` returns them, every row counted in
+        ``restarted``."""
+        self.book.load(book)
+        for i in range(self.num_envs):
+            seed = self.book.seed_of(i)
+            try:
+                obs, info = self._envs[i].reset(seed=seed)
+            except LzkernelError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - counted as one more failure in a row
+                self._recreate(i, exc, f"{self._who(i, 'a new env', seed)} raised {type(exc).__name__} while being "
+                                       f"made or reset: {exc}")
+                continue
+            self._begin_restart(i, seed, obs, info)
+        self.book.recreated += 1  # the loss itself, counted in the book by the caller
+        self._seeded = self._started = True
+        return self._first_states()
 
     def _batch(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                final_obs: np.ndarray, ep_ret: np.ndarray, ep_len: np.ndarray) -> StepBatch:
@@ -222,6 +250,12 @@ class GymVectorEnv:
             restarted=self.book.take(),
         )
 
+    def _first_states(self) -> StepBatch:
+        """The rows as they stand, as :meth:`reset` returns them: rewards zero, no episode ended."""
+        e = self.num_envs
+        return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
+                           self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
+
     # -- VectorEnv -------------------------------------------------------------------------------
 
     def reset(self) -> StepBatch:
@@ -232,9 +266,7 @@ class GymVectorEnv:
         self._seeded = self._started = True
         if self.on_frame is not None:
             self._render()  # fail now (nothing to install, no rgb_array) rather than after a step
-        e = self.num_envs
-        return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
-                           self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
+        return self._first_states()
 
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
         """Step the envs with ``actions`` [E] int (each legal for its row).
@@ -332,9 +364,7 @@ class GymVectorEnv:
                                                                  for i in range(self.num_envs)])]
         self.book.load(meta.get("restarts"))
         self._seeded = self._started = True
-        e = self.num_envs
-        return self._batch(np.zeros(e, np.float32), np.zeros(e, bool), np.zeros(e, bool),
-                           self._obs.copy(), np.zeros(e, np.float32), np.zeros(e, np.int64))
+        return self._first_states()
 
     def close(self) -> None:
         """Close every env; one that fails to close (a broken env left by a failed restart) is

@@ -32,14 +32,16 @@ _RESTART_KEYS = ("max_restarts", "restart_backoff_s", "workers", "step_timeout_s
 def _workers() -> Any:
     """The ``workers`` option of the envs run through :class:`lzk_envs.gym_vector.GymVectorEnv`."""
     return option(0, doc="Env worker processes: the envs split into this many shares, each stepped in its own "
-                  "process (at the same time; an env that crashes or hangs its process ends the run with one line, "
-                  "without taking the trainer down). 0: every env in the trainer's process. Results are the same "
-                  "either way, and a checkpoint resumes with any value.", min=0)
+                  "process (at the same time; an env that crashes or hangs its process does not take the trainer "
+                  "down: its worker's envs restart in a new worker as max_restarts allows, else the run ends with "
+                  "one line). 0: every env in the trainer's process. Results are the same either way, and a "
+                  "checkpoint resumes with any value.", min=0)
 
 
 def _step_timeout_s() -> Any:
     return option(60.0, doc="With workers: seconds a worker may take to answer a step (or reset) before it counts "
-                  "as hung, is killed, and ends the run.", min=0.1)
+                  "as hung and is killed (its envs restarted in a new worker as max_restarts allows, else the run "
+                  "ends).", min=0.1)
 
 
 def _restarts(cfg: GymEnvConfig | AtariEnvConfig) -> Any:

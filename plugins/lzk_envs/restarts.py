@@ -74,6 +74,15 @@ class RestartBook:
         """Env i raised ``exc`` (``what``: where, naming the env): count it, wait the backoff,
         and return the seed its new env starts from; or raise ``error`` (chained to ``exc``)
         once the restarts in a row are spent, naming the first failure of the row too."""
+        wait = self.count(i, exc, what, error)
+        log.warning("%s; recreating the env (restart %d of at most %d in a row, waiting %.1f s first)",
+                    what, self.in_a_row[i], self.policy.max_restarts, wait)
+        pause(wait)
+        return self.seed_of(i)
+
+    def count(self, i: int, exc: Exception, what: str, error: type[Exception]) -> float:
+        """:meth:`fail`'s bookkeeping without the wait: count env i's failure and return the
+        backoff it calls for in seconds, or raise ``error`` once the restarts in a row are spent."""
         limit = self.policy.max_restarts
         if self.in_a_row[i] == 0:
             self.first[i] = what
@@ -88,10 +97,10 @@ class RestartBook:
         self.restarts_of[i] += 1
         self.failures += 1
         self.recreated[i] += 1
-        wait = min(self.policy.backoff_s * 2.0 ** min(self.in_a_row[i] - 1, 32), MAX_BACKOFF_S)  # no overflow
-        log.warning("%s; recreating the env (restart %d of at most %d in a row, waiting %.1f s first)",
-                    what, self.in_a_row[i], limit, wait)
-        pause(wait)
+        return min(self.policy.backoff_s * 2.0 ** min(self.in_a_row[i] - 1, 32), MAX_BACKOFF_S)  # no overflow
+
+    def seed_of(self, i: int) -> int:
+        """The seed env i's newest env starts from (:func:`restart_seed` of its restarts so far)."""
         return restart_seed(self.seed, self.first_index + i, self.restarts_of[i])
 
     def episode_ended(self, i: int) -> None:

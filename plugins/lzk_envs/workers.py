@@ -4,18 +4,26 @@ each a :class:`~lzk_envs.gym_vector.GymVectorEnv` in its own process (:mod:`lzk_
 Why: the workers step their envs at the same time (an expensive env on a machine with cores to
 spare), and an env that crashes its process (a segfault in an emulator) or hangs does not take the
 trainer with it: a worker that dies is seen at once (its socket closes: RELIABILITY A2) and one
-that does not answer within ``env.step_timeout_s`` is killed (A3); either ends the run with one
-line naming the worker's env indices (the last completed iteration stays resumable). An env that
-*raises* is restarted inside its worker as in-process (``env.max_restarts``).
+that does not answer within ``env.step_timeout_s`` is killed (A3). Such a loss in a step or a
+reset counts as a failure of each of the worker's envs (``env.max_restarts``, as an env that
+raises): while the restarts in a row allow, a new worker starts those envs anew from their restart
+seeds after the backoff (their running episodes are dropped, every row counted in
+``StepBatch.restarted``); past that, or with ``max_restarts`` 0, the run ends with one line naming
+the worker's env indices (the last completed iteration stays resumable). An env that *raises* is
+restarted inside its worker as in-process.
 
 The results are the in-process vector env's, row for row: env i is seeded ``seed + i`` and its
 restart seeds are those of env i, and :meth:`WorkerVectorEnv.state_dict` writes the in-process
-format (the shares' states joined), so a checkpoint resumes with any ``env.workers``.
+format (the shares' states joined), so a checkpoint resumes with any ``env.workers``. The
+restart counts of a worker's envs live in the worker; the parent keeps a copy (each reply that
+restarted an env carries them, each episode end starts a row anew), from which it restarts the
+envs of a worker that is lost.
 
 Shape letters: E envs, W workers.
 """
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -28,7 +36,10 @@ import numpy as np
 
 from lzkernel import ConfigError, StepBatch, progressed
 from lzk_envs.gym_vector import EnvError
+from lzk_envs.restarts import RestartBook, pause
 from lzk_envs.vector import check_step_args
+
+log = logging.getLogger("lzkernel")
 
 #: Seconds a worker may take to make its envs (an emulator loads its ROM) before it counts as hung.
 INIT_TIMEOUT_S = 120.0
@@ -116,6 +127,7 @@ class _Worker:
             theirs.close()
         self.conn = Connection(mine.detach())
         self.pending = False  # a request is unanswered (the worker is busy, or hung)
+        self.book: dict[str, Any] | None = None  # the restart counts the last answer carried
 
     def name(self) -> str:
         last = self.first + self.count - 1
@@ -154,6 +166,7 @@ class _Worker:
             break
         self.pending = False
         if answer[0] == "ok":
+            self.book = answer[2]
             return answer[1]
         kind, message, trace = answer[1], answer[2], answer[3]
         error = ConfigError(message) if kind == "config" else ValueError(message) if kind == "value" else EnvError(message)
@@ -199,17 +212,17 @@ class WorkerVectorEnv:
     makes a share in a worker; the spec travels there pickled."""
 
     def __init__(self, spec: Any, num_envs: int, seed: int, workers: int, step_timeout_s: float) -> None:
-        from lzkernel.config.redact import remembered
-
+        self.spec = spec
         self.num_envs, self.seed, self.timeout = num_envs, seed, step_timeout_s
         self.env_id = spec.id
         self.parts = shares(num_envs, workers)
+        # The parent's copy of each share's restart counts (RestartBook.state()): module docstring.
+        self.books = [RestartBook(spec.restarts, seed, count, first).state() for first, count in self.parts]
         self.workers: list[_Worker] = []
         try:
             for first, count in self.parts:
                 self.workers.append(_Worker(first, count))
-            secrets = remembered()
-            self._all([("init", spec, count, seed, first, secrets) for first, count in self.parts], INIT_TIMEOUT_S,
+            self._all([self._init(k) for k in range(len(self.parts))], INIT_TIMEOUT_S,
                       "did not make its envs within {t:g} s")
         except ConfigError as exc:
             self.close()
@@ -219,32 +232,94 @@ class WorkerVectorEnv:
             self.close()
             raise
 
-    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str) -> list[Any]:
+    def _init(self, k: int) -> tuple[Any, ...]:
+        """The request that makes share k's envs in a new worker (with the run's secret values,
+        which its log lines leave out)."""
+        from lzkernel.config.redact import remembered
+
+        first, count = self.parts[k]
+        return ("init", self.spec, count, self.seed, first, remembered())
+
+    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str,
+             replace_lost: bool = False) -> list[Any]:
         """Send each worker its request, then collect the answers (the workers work meanwhile).
         An error a worker reports is raised once every answer is in (no worker is left owing
-        one); a worker that died or hung raises at once (the others are killed when closing)."""
+        one). A worker that died or hung raises at once (the others are killed when closing),
+        unless ``replace_lost`` and ``env.max_restarts`` allow: then the other answers are
+        collected and :meth:`_replace` answers for the lost worker."""
         if not self.workers:
             raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
-        for worker, request in zip(self.workers, requests):
-            worker.send(request)
-        answers, errors = [], []
-        for worker in self.workers:
+        replace_lost = replace_lost and self.spec.restarts.max_restarts > 0
+        lost: dict[int, EnvError] = {}
+        for k, (worker, request) in enumerate(zip(self.workers, requests)):
             try:
-                answers.append(worker.reply(self.timeout if timeout is None else timeout, *what))
-            except (ConfigError, ValueError, EnvError) as exc:
-                if worker.pending:  # died or hung: nothing more to wait for
+                worker.send(request)
+            except EnvError as exc:  # it died before the request
+                if not replace_lost:
                     raise
-                errors.append(exc)
+                lost[k] = exc
+        answers: list[Any] = [None] * len(self.workers)
+        errors = []
+        for k, worker in enumerate(self.workers):
+            if k in lost:
+                continue
+            try:
+                answers[k] = worker.reply(self.timeout if timeout is None else timeout, *what)
+            except (ConfigError, ValueError, EnvError) as exc:
+                if not worker.pending:  # an error it reported
+                    errors.append(exc)
+                elif replace_lost and isinstance(exc, EnvError):
+                    lost[k] = exc
+                else:  # died or hung: nothing more to wait for
+                    raise
         if errors:
             raise errors[0]
+        for k, exc in lost.items():
+            answers[k] = self._replace(k, exc)
         return answers
 
+    def _replace(self, k: int, exc: EnvError) -> StepBatch:
+        """Worker k was lost in a step or reset (``exc``: it died, or hung and was killed). Each
+        of its envs counts one failure in a row (:meth:`RestartBook.count`; past
+        ``env.max_restarts`` the EnvError, chained to ``exc``, ends the run); after the longest
+        backoff of them a new worker makes the envs and starts them from their restart seeds.
+        Its first states: every row restarted, reward 0, no episode end."""
+        self.workers[k].close()
+        first, count = self.parts[k]
+        book = RestartBook(self.spec.restarts, self.seed, count, first)
+        book.load(self.books[k])
+        what = str(exc)
+        wait = max([book.count(i, exc, what, EnvError) for i in range(count)])
+        log.warning("%s; starting a new worker for its envs (restart %d of at most %d in a row, waiting %.1f s first)",
+                    what, max(book.in_a_row), self.spec.restarts.max_restarts, wait)
+        pause(wait)
+        self.workers[k] = worker = _Worker(first, count)
+        worker.send(self._init(k))
+        worker.reply(INIT_TIMEOUT_S, "did not make its envs within {t:g} s")
+        worker.send(("restart", book.state()))
+        return worker.reply(self.timeout)
+
+    def _rows(self, batches: list[StepBatch]) -> StepBatch:
+        """The shares' reset or step batches joined; the parent's restart counts brought up to
+        date (those an answer carried, else the rows whose episode ended start anew)."""
+        for k, (worker, batch) in enumerate(zip(self.workers, batches)):
+            if worker.book is not None:
+                self.books[k] = worker.book
+                continue
+            book = self.books[k]
+            for i in np.flatnonzero(batch.terminated | batch.truncated):
+                book["in_a_row"][i], book["first"][i] = 0, None
+        return join_batches(batches)
+
     def reset(self) -> StepBatch:
-        return join_batches(self._all([("reset",)] * len(self.workers)))
+        return self._rows(self._all([("reset",)] * len(self.workers), replace_lost=True))
 
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
+        """As :meth:`GymVectorEnv.step`, except that the rows of a worker lost in this call are
+        all restarted (:meth:`_replace`), unstepped ones too."""
         actions, active = check_step_args(f"gymnasium env {self.env_id!r}", self.num_envs, actions, active)
-        return join_batches(self._all([("step", actions[a:a + n], active[a:a + n]) for a, n in self.parts]))
+        requests = [("step", actions[a:a + n], active[a:a + n]) for a, n in self.parts]
+        return self._rows(self._all(requests, replace_lost=True))
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The in-process format (:func:`join_states`): a checkpoint resumes with any ``env.workers``."""
@@ -252,7 +327,11 @@ class WorkerVectorEnv:
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
         parts = split_state(meta, arrays, self.parts)  # a long replay sends signs of progress: step_timeout_s applies
-        return join_batches(self._all([("load", m, a) for m, a in parts]))
+        batch = join_batches(self._all([("load", m, a) for m, a in parts]))
+        for k, (part, _) in enumerate(parts):
+            if part.get("restarts") is not None:  # else saved before restarts existed: none happened
+                self.books[k] = part["restarts"]
+        return batch
 
     def close(self) -> None:
         for worker in self.workers:

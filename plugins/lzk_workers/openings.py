@@ -57,10 +57,10 @@ class RandomOpenings:
                 actions[i] = self.rng.choice(np.flatnonzero(current.legal[i]))
             current = self.venv.step(actions, active=active)
             ended = (current.terminated | current.truncated) & active
-            failed = active & current.abandoned()  # [E] recreated mid-opening: a new game, and no move was made
+            failed = current.abandoned()  # [E] recreated mid-opening: a new game, and no move was made
             if current.restarted is not None:
                 restarted = current.restarted if restarted is None else restarted + current.restarted
-            self.opening_steps += int(active.sum()) - int(failed.sum())
+            self.opening_steps += int(active.sum()) - int((failed & active).sum())
             todo[active] -= 1
             for i in np.flatnonzero(ended | failed):  # the opening ended the game: a new game, a new opening
                 redraws[i] += 1
@@ -82,10 +82,10 @@ class RandomOpenings:
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
         """Step ``venv``; the envs whose episode ended there start their next one after an opening."""
         batch = self.venv.step(actions, active=active)
-        ended = batch.terminated | batch.truncated | batch.abandoned()  # a recreated env starts a new episode too
+        ended = batch.terminated | batch.truncated
         if active is not None:
-            ended &= np.asarray(active, bool)  # an unstepped row cannot have started an episode
-        ended = np.flatnonzero(ended)
+            ended &= np.asarray(active, bool)  # an unstepped row cannot have ended an episode
+        ended = np.flatnonzero(ended | batch.abandoned())  # a recreated env starts a new episode too
         return self._open(batch, ended) if len(ended) else batch
 
     def close(self) -> None:

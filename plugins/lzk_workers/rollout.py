@@ -377,16 +377,18 @@ class EpisodePlayer:
             progressed()  # for the run's stall watchdog (lzkernel.watchdog)
             check_finite(batch, ids, self.env_id)
             ended = (batch.terminated | batch.truncated) & active  # [E]
-            failed = active & batch.abandoned()  # [E] envs whose running episode was abandoned
+            # [E] envs whose running episode was abandoned: acting ones whose step raised, and any
+            # row of an env worker that was lost (lzk_envs.workers restarts all of its envs)
+            failed = batch.abandoned()
             if batch.restarted is not None:
                 self._failures += int(batch.restarted.sum())
-            out.env_steps += len(ids) - int(failed.sum())  # a step that raised took no transition
+            out.env_steps += len(ids) - int(failed[ids].sum())  # a step that raised took no transition
             self.timestep[ids] += 1  # now the timestep of the observation each transition led to
             for row, i in enumerate(ids):
-                if failed[i]:  # the episode is abandoned: its piece is dropped, a new one starts
-                    self._start(i, batch, 0)
-                else:
+                if not failed[i]:
                     self._advance(i, row, res, batch, bool(ended[i]), segment_length, progress, out)
+            for i in np.flatnonzero(failed):  # the episode is abandoned: its piece is dropped, a new one starts
+                self._start(i, batch, 0)
             fresh = np.flatnonzero(ended | failed)  # [F] envs at a new episode's first state
             going = ids[~(ended | failed)[ids]]
             self.window.push(going, batch.obs[going])

@@ -227,6 +227,43 @@ def test_the_player_drops_the_abandoned_episode_and_plays_whole_ones() -> None:
     assert result.env_steps == 4 * EPISODE + 2
 
 
+class _LosesEnv1:
+    """A vector env over ``venv`` whose env 1 is recreated right before its ``at``-th step call,
+    acting or not (as when the env worker holding it is lost, lzk_envs.workers)."""
+
+    def __init__(self, venv: GymVectorEnv, at: int) -> None:
+        self.venv, self.at, self.calls, self.num_envs = venv, at, 0, venv.num_envs
+
+    def reset(self) -> Any:
+        return self.venv.reset()
+
+    def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> Any:
+        self.calls += 1
+        if self.calls == self.at:
+            self.venv._recreate(1, RuntimeError("lost"), "env 1 lost with its worker")
+        return self.venv.step(actions, active)
+
+    def close(self) -> None:
+        self.venv.close()
+
+
+def test_the_player_restarts_an_unstepped_row_that_was_recreated() -> None:
+    """Env 1 met its quota and waits while env 0 plays on; then it is recreated: its waiting
+    piece is dropped, the policy resets it, and its next episode starts at the new env's state."""
+    maker = Maker()
+    spec = GymEnvSpec(id="flaky", obs_shape=(2,), num_actions=2)
+    venv = _LosesEnv1(_venv(maker, 1, num_envs=2), at=EPISODE + 2)
+    player = EpisodePlayer(venv, spec, 1, mode="collect", record=True)
+    policy = _Policy()
+    result = player.play(policy, np.array([3, 1]))  # env 1 idles from step EPISODE on
+    assert result.env_failures == 1 and [1] in policy.resets[1:]
+    assert result.env_steps == 4 * EPISODE  # the unstepped row took no step
+    new_x = maker.made[1][1].x  # the first state of env 1's new env
+    again = player.play(policy, np.array([0, 1]))
+    (piece,) = again.pieces
+    assert piece.obs[0][0] == np.float32(new_x) and [o[1] for o in piece.obs] == list(range(EPISODE + 1))
+
+
 @pytest.mark.parametrize("name, section", [
     ("gymnasium", {"id": "CartPole-v1"}),
     ("atari", {"game": "pong"}),

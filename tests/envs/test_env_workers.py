@@ -1,6 +1,7 @@
 """Envs in worker processes (``env.workers``, lzk_envs.workers; RELIABILITY A2, A3, S5): the same
 rows as in-process, interchangeable checkpoints, a killed worker seen at once, a hung one killed
-after ``step_timeout_s``, errors carried back as themselves, no orphaned processes."""
+after ``step_timeout_s``, either replaced while ``env.max_restarts`` allows, errors carried back
+as themselves, no orphaned processes."""
 from __future__ import annotations
 
 import dataclasses
@@ -122,6 +123,72 @@ def test_a_hung_env_is_killed_after_the_step_timeout(env_module: str, monkeypatc
     hung = [w for w in venv.workers if w.proc.poll() is not None]
     assert len(hung) == 1 and hung[0].proc.returncode == -signal.SIGKILL
     venv.close()
+
+
+def test_a_lost_worker_is_replaced_while_max_restarts_allow() -> None:
+    """A2 with restarts: a killed worker's envs start anew in a new worker from their restart
+    seeds (an unstepped row too), counted in ``restarted``; the other rows are untouched; the
+    state resumes in-process; a second loss in a row past ``max_restarts`` ends it, naming both."""
+    import gymnasium
+    from lzk_envs.restarts import restart_seed
+
+    local, workers = _pair(restarts=EnvRestarts(1, 0.0))
+    try:
+        local.reset(), workers.reset()
+        for _ in range(3):
+            local.step(np.ones(5, np.int64)), workers.step(np.ones(5, np.int64))
+        old = workers.workers[1].proc
+        os.kill(old.pid, signal.SIGKILL)
+        active = np.array([True, True, True, True, False])
+        mine, theirs = local.step(np.zeros(5, np.int64), active), workers.step(np.zeros(5, np.int64), active)
+        assert theirs.restarted is not None and theirs.restarted.tolist() == [0, 0, 0, 1, 1]
+        assert theirs.abandoned().tolist() == [False, False, False, True, True]
+        assert np.array_equal(theirs.obs[:3], mine.obs[:3]) and not theirs.terminated[3:].any()
+        for i in (3, 4):  # env i's first restart seed, as in-process
+            fresh = gymnasium.make("CartPole-v1")
+            assert np.array_equal(theirs.obs[i], fresh.reset(seed=restart_seed(7, i, 1))[0].astype(np.float32))
+            fresh.close()
+        assert old.poll() is not None and workers.workers[1].proc.pid != old.pid
+        meta, arrays = workers.state_dict()
+        assert meta["restarts"]["in_a_row"] == [0, 0, 0, 1, 1] and meta["restarts"]["failures"] == 2
+        again = GymEnvSpec.probe("CartPole-v1").make_vector(5, 7)
+        again.load_state_dict(meta, arrays)  # resumes in-process
+        for _ in range(5):
+            assert np.array_equal(again.step(np.ones(5, np.int64)).obs, workers.step(np.ones(5, np.int64)).obs)
+        again.close()
+        os.kill(workers.workers[1].proc.pid, signal.SIGKILL)  # no episode of env 3 or 4 ended since
+        with pytest.raises(EnvError, match=r"env indices 3\.\.4\) died .*1 restart in a row did not help "
+                                           r"\(env.max_restarts\); the first failure: env worker \d+"):
+            workers.step(np.zeros(5, np.int64))
+    finally:
+        local.close(), workers.close()
+
+
+def test_a_hung_worker_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A3 handled like A1: the hung worker is killed after step_timeout_s, its env restarts in
+    a new worker, and stepping goes on."""
+    fault = str(Path(__file__).resolve().parents[1] / "fault")  # lzk_fault_envs' HangCartPole-v0
+    monkeypatch.syspath_prepend(fault)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([fault, *sys.path]))
+    flag = tmp_path / "hang"
+    flag.touch()
+    for key, value in (("LZK_HANG_RANK", "0"), ("LZK_HANG_AT", "3"), ("LZK_HANG_FLAG", str(flag))):
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("RANK", raising=False)
+    spec = dataclasses.replace(GymEnvSpec.probe("lzk_fault_envs:HangCartPole-v0"), workers=2, step_timeout_s=1.0,
+                               restarts=EnvRestarts(2, 0.0))
+    venv = spec.make_vector(2, 0)
+    try:
+        venv.reset()
+        pids = [w.proc.pid for w in venv.workers]
+        t0 = time.monotonic()
+        counts = [venv.step(np.zeros(2, np.int64)).restarted for _ in range(8)]
+        assert 1.0 <= time.monotonic() - t0 < 30.0
+        assert [c.tolist() for c in counts if c is not None] in ([[1, 0]], [[0, 1]])  # one worker hung once
+        replaced = [p for k, p in enumerate(pids) if venv.workers[k].proc.pid != p]
+        assert not flag.exists() and len(replaced) == 1 and not Path(f"/proc/{replaced[0]}").exists()
+    finally:
+        venv.close()
 
 
 def test_errors_come_back_as_themselves_and_restarts_work_in_a_worker(env_module: str,

@@ -4,7 +4,9 @@
 * ``NanCartPole-v0``: CartPole whose observations turn NaN at step ``LZK_NAN_AT``;
 * ``HangCartPole-v0``: CartPole whose ``step`` sleeps ``LZK_HANG_S`` seconds (default 600) at
   step ``LZK_HANG_AT`` of the process whose ``RANK`` equals ``LZK_HANG_RANK`` (a rank alive
-  but stuck in ``env.step``, read from the environment so that no config key is needed).
+  but stuck in ``env.step``, read from the environment so that no config key is needed); with
+  ``LZK_HANG_FLAG`` set, only a process that claims (deletes) that file first hangs, so one
+  process among several (env workers, the one that replaces a hung worker) hangs once.
 """
 from __future__ import annotations
 
@@ -40,9 +42,21 @@ class HangCartPoleEnv(CartPoleEnv):
     def step(self, action: int) -> Any:
         HangCartPoleEnv.steps += 1
         if (os.environ.get("RANK", "0") == os.environ.get("LZK_HANG_RANK")
-                and HangCartPoleEnv.steps == int(os.environ.get("LZK_HANG_AT", "50"))):
+                and HangCartPoleEnv.steps == int(os.environ.get("LZK_HANG_AT", "50")) and _claim_flag()):
             time.sleep(float(os.environ.get("LZK_HANG_S", "600")))
         return super().step(action)
+
+
+def _claim_flag() -> bool:
+    """True unless ``LZK_HANG_FLAG`` names a file that another process deleted first."""
+    flag = os.environ.get("LZK_HANG_FLAG")
+    if flag is None:
+        return True
+    try:
+        os.remove(flag)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class NanCartPoleEnv(CartPoleEnv):

@@ -1,7 +1,7 @@
 """RELIABILITY.md test-menu items that no other test proved (an audit of tests/ against the menu).
 
 Each test names its menu item. Elsewhere: A1's restarts in detail in tests/envs/test_env_restarts.py;
-A2 and A3 (env worker processes, ``env.workers``) in tests/envs/test_env_workers.py. Not here: C3
+A2 and A3 (env worker processes, ``env.workers``) in detail in tests/envs/test_env_workers.py. Not here: C3
 (there are no queues between processes).
 """
 from __future__ import annotations
@@ -144,6 +144,26 @@ def test_a1_with_max_restarts_the_env_is_recreated_and_training_goes_on(env_modu
     assert max(r["train_iter"] for r in records) == 50
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["status"] != "failed", summary
+
+
+def test_a3_a_hung_env_worker_is_killed_and_its_envs_restart_in_a_new_one(tmp_path: Path) -> None:
+    """A3 handled like A1 in a run: an env that hangs its worker (``env.workers``) is killed
+    after ``step_timeout_s``; with ``max_restarts`` its envs start anew in a new worker, the
+    loss is counted once, and the run trains to its end (exit 0)."""
+    flag = tmp_path / "hang"
+    flag.touch()
+    args = ["run", REPO / "configs" / "cartpole_rezero_fast.yaml", f"run.out_dir={tmp_path / 'out'}", *_TINY,
+            "run.max_train_iters=30", "env.id=lzk_fault_envs:HangCartPole-v0",
+            "env.workers=2", "env.step_timeout_s=1", "env.max_restarts=1", "env.restart_backoff_s=0"]
+    proc = lzk(args, tmp_path, fault_env(LZK_HANG_RANK="0", LZK_HANG_AT="40", LZK_HANG_FLAG=str(flag)), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not flag.exists()
+    assert re.search(r"env worker \d+ \(env indices (\d)\.\.\1\) did not answer within 1 s \(env.step_timeout_s\).*"
+                     r"starting a new worker for its envs \(restart 1 of at most 1 in a row", proc.stderr), proc.stderr[-3000:]
+    records = read_metrics(tmp_path / "out")
+    failures = [r[k] for r in records for k in ("collect/env_failures", "eval/env_failures") if k in r]
+    assert failures == [1.0], failures
+    assert max(r["train_iter"] for r in records) == 30
 
 
 # ---------------------------------------------------------------------------------------------
