@@ -1,4 +1,5 @@
-"""The ``lzkernel`` command line: ``run``, ``launch``, ``config``, ``eval``, ``plot``, ``plugins``, ``--version``.
+"""The ``lzkernel`` command line: ``run``, ``launch``, ``config``, ``eval``, ``play``, ``status``, ``plot``,
+``plugins``, ``--version``.
 
 ``main(argv) -> int`` so tests can call it in-process. Configuration errors (bad YAML, unknown
 keys, unknown components, a missing or damaged resume checkpoint, a resume with an incompatible
@@ -7,7 +8,7 @@ disk) print one message without a traceback and return 2; ``--traceback`` (or
 ``LZKERNEL_TRACEBACK=1``) adds the traceback. Any other error during a run prints its
 traceback, then ``lzkernel: error: rank R: Type: message``, and returns 1 (each rank of a
 multi-rank run has this error boundary). ``config``, ``plot`` and ``plugins`` never import torch;
-``eval`` imports it once the checkpoint and config have been found.
+``eval`` and ``play`` import it once the checkpoint and config have been found.
 
 Overrides may come before or after the options: ``run CONFIG --resume auto a.b=1`` works.
 """
@@ -26,6 +27,7 @@ from typing import Sequence
 from lzkernel import __version__
 from lzkernel.config.redact import ScrubFilter, check_unredacted, scrub
 from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError, storage_error
+from lzkernel.play import add_parser as add_play_parser, command as play_command
 
 TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
 
@@ -119,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--list", action="store_true", help="print the metrics the runs logged, and plot nothing")
     plot.add_argument("-o", "--out", default="plot.png", metavar="PATH.png", help="output file (default plot.png)")
     plot.add_argument("--traceback", action="store_true", help="print the traceback of errors too")
+
+    _plugin_opts(add_play_parser(sub))
 
     plugins = sub.add_parser("plugins", help="list plugins, their components and load errors")
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
@@ -423,7 +427,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
             parser.error(f"--seeds: expected integer seeds, got {seeds[0]!r}")
         args.seeds, extra = [int(x) for x in seeds[:cut]], [*seeds[cut:], *extra]
     if extra:
-        if getattr(args, "command", None) in ("run", "config", "eval") and not any(x.startswith("-") for x in extra):
+        if getattr(args, "command", None) in ("run", "config", "eval", "play") and not any(x.startswith("-") for x in extra):
             args.overrides = [*args.overrides, *extra]
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -462,6 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_config(args)
         if args.command == "eval":
             return cmd_eval(args)
+        if args.command == "play":
+            return play_command(args, _kernel(args))
         if args.command == "plot":
             return cmd_plot(args)
         if args.command == "status":

@@ -178,6 +178,18 @@ class SimulatorEnvSpec(EnvSpec, Protocol):
         1000}`` for an MCTS bot), seeded with ``seed``; ConfigError for an unknown name or params."""
 
 
+@runtime_checkable
+class TextGameEnvSpec(SimulatorEnvSpec, Protocol):
+    """A board game that a person can play in a terminal (``lzkernel play``): its positions as
+    text and its moves by name."""
+
+    def state_text(self, state: Any) -> str:
+        """The position ``state`` (one of the simulator's states) drawn as text, e.g. a board."""
+
+    def action_text(self, state: Any, action: int) -> str:
+        """Move ``action`` of the player to move in ``state``, named as the game writes it."""
+
+
 @dataclass(frozen=True)
 class Symmetry:
     """A map between equivalent positions of a game (a board's rotation or reflection): the

@@ -35,7 +35,8 @@ from lzk_envs.vector import check_restored, check_step_args
 @dataclass
 class OpenSpielEnvSpec:
     """What a policy needs to know about an OpenSpiel game, and how to make envs, simulators and
-    opponents of it (a :class:`~lzkernel.SimulatorEnvSpec`)."""
+    opponents of it (a :class:`~lzkernel.SimulatorEnvSpec`), and its positions and moves as text
+    (a :class:`~lzkernel.TextGameEnvSpec`: ``lzkernel play``)."""
 
     id: str
     obs_shape: tuple[int, ...]
@@ -88,6 +89,14 @@ class OpenSpielEnvSpec:
     def make_simulator(self) -> OpenSpielSimulator:
         """A simulator for the states this spec's vector envs report."""
         return OpenSpielSimulator(self.game, self.to_play_plane, self.mover_planes)
+
+    def state_text(self, state: Any) -> str:
+        """The game's own drawing of ``state`` (a :class:`~lzkernel.TextGameEnvSpec`)."""
+        return str(state).rstrip("\n")
+
+    def action_text(self, state: Any, action: int) -> str:
+        """OpenSpiel's name of move ``action`` for the player to move (``x(1,1)``, ``o3``)."""
+        return str(state.action_to_string(state.current_player(), int(action)))
 
     def make_opponent(self, name: str, params: Mapping[str, Any], seed: int) -> Opponent:
         """Opponent ``name`` (one of :attr:`opponents`) with its ``params``, seeded with ``seed``;

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lzkernel import (Component, EvalVariantEnvSpec, FrameEnvSpec, RenderableEnvSpec, SimulatorEnvSpec, hookimpl,
-                      option)
+from lzkernel import (Component, EvalVariantEnvSpec, FrameEnvSpec, RenderableEnvSpec, SimulatorEnvSpec,
+                      TextGameEnvSpec, hookimpl, option)
 
 
 def _max_restarts() -> Any:
@@ -225,7 +225,7 @@ def lzkernel_register_envs() -> list[Component]:
             "openspiel",
             factory=make_openspiel_env,
             config=OpenSpielEnvConfig,
-            provides=(SimulatorEnvSpec,),
+            provides=(SimulatorEnvSpec, TextGameEnvSpec),
             doc="Two-player board games from OpenSpiel (tic-tac-toe, connect four, go, ...), with a "
             "simulator for search and opponents (random, mcts, perfect for tic-tac-toe).",
         ),

@@ -1,5 +1,6 @@
-"""End to end: `lzkernel eval` (exact replay of ckpt/best, videos read back and counted, bad input)
-and `lzkernel plot` (figure objects and PNG sizes) on tiny real runs."""
+"""End to end: `lzkernel eval` (exact replay of ckpt/best, videos read back and counted, bad input),
+`lzkernel play` (a person against a tic-tac-toe agent) and `lzkernel plot` (figure objects and PNG
+sizes) on tiny real runs."""
 from __future__ import annotations
 
 import importlib.util
@@ -71,6 +72,20 @@ def cartpole(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def pong(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("ale_py")
     return train("atari_pong_muzero", tmp_path_factory.mktemp("pong") / "run", PONG)
+
+
+TICTACTOE = [
+    "run.max_env_steps=150", "run.progress=false", "run.threads=1", "run.checkpoint_every=10",
+    "policy.num_simulations=4", "policy.eval_num_simulations=4", "policy.batch_size=32", "policy.model.channels=8",
+    "policy.model.num_res_blocks=1", "collector.envs=2", "collector.n_episode=2", "evaluator.envs=2",
+    "evaluator.games=1", "evaluator.opponents=[{name: random}]", "evaluator.every_train_iters=1000",
+]
+
+
+@pytest.fixture(scope="module")
+def tictactoe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyspiel")
+    return train("tictactoe_alphazero", tmp_path_factory.mktemp("tictactoe") / "run", TICTACTOE)
 
 
 def evals(run: Path) -> list[dict]:
@@ -155,6 +170,58 @@ def test_bad_input_exits_2_with_one_line(cartpole: list[Path], tmp_path: Path, c
         assert code == 2, (needle, err[-2000:])
         errors = [line for line in err.splitlines() if line.startswith("lzkernel: error:")]
         assert len(errors) == 1 and needle in err and "Traceback" not in err, (needle, err[-2000:])
+
+
+def test_parse_move_takes_numbers_names_and_bare_coordinates() -> None:
+    from lzkernel.play import parse_move
+
+    names = {0: "x(0,0)", 4: "x(1,1)", 8: "x(2,2)"}
+    assert [parse_move(t, names) for t in ("4", " X(1, 1) ", "1,1", "(2,2)", "3", "x(0,1)", "")] == [4, 4, 4, 8, None,
+                                                                                                 None, None]
+    assert parse_move("3", {1: "o3", 3: "o1"}) == 3  # a number first: move 3, not the move named o3
+    assert parse_move("o3", {1: "o3", 3: "o1"}) == 1
+
+
+def test_play_tictactoe_against_the_agent(tictactoe: Path) -> None:
+    """Two games, the person first then second, moving to the lowest free cell: every game ends
+    with a result, the person's moves are on the board, occupied cells are refused, and q stops."""
+    from lzkernel.pluginmanager import Kernel
+    from lzkernel.play import play
+
+    lines: list[str] = []
+    boards: list[str] = []
+
+    def lowest_free(prompt: str) -> str:  # the prompt lists the legal moves: "your move [0=x(0,0)  1=...]: "
+        return prompt.split("[", 1)[1].split("=", 1)[0]
+
+    def write(text: str) -> None:
+        lines.append(text)
+        if set(text) <= set("xo.\n") and "\n" in text:
+            boards.append(text)
+
+    results = play(Kernel(), str(tictactoe), games=2, read=lowest_free, write=write)
+    assert results["played"] == 2 and results["win"] + results["draw"] + results["loss"] == 2
+    assert sum(line in ("you win", "a draw", "the agent wins") for line in lines) == 2
+    assert lines[0] == "game 1 of 2: you are player 1, first to move" and boards[0] == "...\n...\n..."
+    assert boards[1].replace("\n", "")[0] == "x"  # the person's first move, cell 0, then the agent's reply
+    assert any(line.startswith("game 2 of 2: you are player 2") for line in lines)
+    assert sum(line.startswith("the agent plays") for line in lines) >= 4
+
+    answers = iter(["0", "0", "q"])  # cell 0 twice: the second time it is taken
+    lines.clear()
+    results = play(Kernel(), str(tictactoe), games=3, side="first", read=lambda _: next(answers), write=write)
+    assert results == {"win": 0, "draw": 0, "loss": 0, "played": 0}
+    assert any("'0' is not a legal move here" in line for line in lines) and lines[-2:] == ["stopped", "0 games: 0 won, 0 drawn, 0 lost"]
+
+
+def test_play_through_the_cli_and_its_bad_input(tictactoe: Path, cartpole: list[Path]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "lzkernel", "play", str(tictactoe), "--side", "second"],
+                          input="q\n", capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and "the agent plays x(" in proc.stdout and "stopped" in proc.stdout, proc.stderr[-2000:]
+    for args, needle in (((str(cartpole[0]),), "not a two-player board game"), ((str(tictactoe), "--games", "0"), "--games")):
+        proc = lzk("play", *args)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("lzkernel: error:")]
+        assert proc.returncode == 2 and len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
 
 
 def test_plot_figure_series_and_png_size(cartpole: list[Path], tmp_path: Path) -> None:
