@@ -6,7 +6,7 @@ program: the same trust domain). The requests: ``("init", spec, count, seed, fir
 secrets)`` makes the worker's :class:`~lzk_envs.gym_vector.GymVectorEnv`
 (``spec.make_local_vector``) and remembers the run's secret values (its log lines are scrubbed);
 ``("reset",)``, ``("step", actions, active)``, ``("state",)``, ``("load", meta, arrays)`` and
-``("restart", book)`` (``start_anew``: the worker replaces one that was lost) call it;
+``("restart", book, times)`` (``start_anew``: the worker replaces one that was lost) call it;
 ``("close",)`` closes it and ends the process. A reply is ``("ok", value, book)`` (book: the
 restart counts, :meth:`~lzk_envs.restarts.RestartBook.state`, after a call that restarted an env;
 else None) or ``("error", kind, message, traceback)`` with kind ``config``, ``value`` or ``env``. While a request makes progress
@@ -99,12 +99,12 @@ def serve(conn: Connection) -> None:
             elif op == "load":
                 value = venv.load_state_dict(request[1], request[2])
             elif op == "restart":
-                value = venv.start_anew(request[1])
+                value = venv.start_anew(request[1], request[2])
             elif op == "close":
                 stop.set()
                 if venv is not None:
                     venv.close()
-                sender.send(("ok", None))
+                sender.send(("ok", None, None))
                 return
             else:
                 raise ValueError(f"env worker: unknown request {op!r}")

@@ -212,13 +212,13 @@ class GymVectorEnv:
         self._replay_seed[i], self._replay_rng[i], self._replay_actions[i] = seed, None, array("q")
         self._begin(i, obs, info)
 
-    def start_anew(self, book: dict[str, Any]) -> StepBatch:
+    def start_anew(self, book: dict[str, Any], times: int = 1) -> StepBatch:
         """Start every env of this fresh vector env as a restart: the share of an env worker
         that was lost (:mod:`lzk_envs.workers`). ``book``: the restart counts
         (:meth:`RestartBook.state`) with the loss already counted; env i starts from the seed of
         its latest restart (a new env that raises is one more failure in a row, as in
-        :meth:`step`). The first states, as :meth:`reset` returns them, every row counted in
-        ``restarted``."""
+        :meth:`step`). ``times``: the losses counted (each row's count in ``restarted``, besides
+        any new env that raised here). The first states, as :meth:`reset` returns them."""
         self.book.load(book)
         for i in range(self.num_envs):
             seed = self.book.seed_of(i)
@@ -231,7 +231,7 @@ class GymVectorEnv:
                                        f"made or reset: {exc}")
                 continue
             self._begin_restart(i, seed, obs, info)
-        self.book.recreated += 1  # the loss itself, counted in the book by the caller
+        self.book.recreated += times  # the losses themselves, counted in the book by the caller
         self._seeded = self._started = True
         return self._first_states()
 

@@ -87,7 +87,7 @@ class RestartBook:
         if self.in_a_row[i] == 0:
             self.first[i] = what
         if self.in_a_row[i] >= limit:
-            message = what
+            message = what.rstrip(".")
             if limit:
                 message += f"; {limit} restart{'s' if limit != 1 else ''} in a row did not help (env.max_restarts)"
                 if self.first[i] != what:

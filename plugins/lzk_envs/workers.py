@@ -114,8 +114,9 @@ def split_state(meta: dict[str, Any], arrays: dict[str, np.ndarray],
 class _Worker:
     """One worker process and its end of the socket."""
 
-    def __init__(self, first: int, count: int) -> None:
-        self.first, self.count = first, count
+    def __init__(self, first: int, count: int, replaces: int | None = None) -> None:
+        """``replaces``: the pid of the lost worker whose envs this one takes over."""
+        self.first, self.count, self.replaces = first, count, replaces
         mine, theirs = socket.socketpair()
         try:  # its own session: a Ctrl-C or SIGTERM to the trainer's group is the trainer's to handle
             self.proc = subprocess.Popen([sys.executable, "-m", "lzk_envs.env_worker", str(theirs.fileno())],
@@ -131,14 +132,15 @@ class _Worker:
 
     def name(self) -> str:
         last = self.first + self.count - 1
-        return f"env worker {self.proc.pid} (env indices {self.first}..{last})"
+        instead = f", replacing worker {self.replaces}" if self.replaces is not None else ""
+        return f"env worker {self.proc.pid} (env indices {self.first}..{last}{instead})"
 
     def send(self, request: tuple[Any, ...]) -> None:
+        self.pending = True  # owed from now on (a worker found dead here owes it for good)
         try:
             self.conn.send(request)
         except OSError:
             self.fail("died")
-        self.pending = True
 
     def reply(self, timeout: float, what: str = "did not answer within {t:g} s (env.step_timeout_s)") -> Any:
         """The answer to the last request: its value, or the error it reports raised here (the
@@ -157,7 +159,7 @@ class _Worker:
                 if time.monotonic() >= deadline:
                     self.proc.kill()
                     self.proc.wait()
-                    raise EnvError(f"{self.name()} {what.format(t=timeout)}: a hung env? The worker was killed.")
+                    raise EnvError(f"{self.name()} {what.format(t=timeout)}: a hung env? The worker was killed")
                 continue
             if answer[0] == "alive":
                 progressed()
@@ -240,64 +242,93 @@ class WorkerVectorEnv:
         first, count = self.parts[k]
         return ("init", self.spec, count, self.seed, first, remembered())
 
-    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str,
-             replace_lost: bool = False) -> list[Any]:
-        """Send each worker its request, then collect the answers (the workers work meanwhile).
-        An error a worker reports is raised once every answer is in (no worker is left owing
-        one). A worker that died or hung raises at once (the others are killed when closing),
-        unless ``replace_lost`` and ``env.max_restarts`` allow: then the other answers are
-        collected and :meth:`_replace` answers for the lost worker."""
-        if not self.workers:
-            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
-        replace_lost = replace_lost and self.spec.restarts.max_restarts > 0
+    def _exchange(self, requests: dict[int, tuple[Any, ...]], timeout: float | None = None, *what: str,
+                  keep_lost: bool = True) -> tuple[dict[int, Any], dict[int, EnvError], list[Exception]]:
+        """Send worker k ``requests[k]`` for each k, then collect the answers (the workers work
+        meanwhile): ``(answers, lost, errors)``: the answers by k; the workers that died or hung
+        (each killed), with the error that says so; the errors the others reported, in order.
+        Without ``keep_lost`` the first loss is raised at once (the others are killed when closing)."""
+        answers: dict[int, Any] = {}
         lost: dict[int, EnvError] = {}
-        for k, (worker, request) in enumerate(zip(self.workers, requests)):
+        errors: list[Exception] = []
+        for k, request in requests.items():
             try:
-                worker.send(request)
+                self.workers[k].send(request)
             except EnvError as exc:  # it died before the request
-                if not replace_lost:
+                if not keep_lost:
                     raise
                 lost[k] = exc
-        answers: list[Any] = [None] * len(self.workers)
-        errors = []
-        for k, worker in enumerate(self.workers):
+        for k in requests:
             if k in lost:
                 continue
+            worker = self.workers[k]
             try:
                 answers[k] = worker.reply(self.timeout if timeout is None else timeout, *what)
             except (ConfigError, ValueError, EnvError) as exc:
                 if not worker.pending:  # an error it reported
                     errors.append(exc)
-                elif replace_lost and isinstance(exc, EnvError):
+                elif isinstance(exc, EnvError) and keep_lost:  # died or hung
                     lost[k] = exc
-                else:  # died or hung: nothing more to wait for
+                else:
                     raise
+        return answers, lost, errors
+
+    def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str,
+             replace_lost: bool = False) -> list[Any]:
+        """Send each worker its request, then collect the answers (the workers work meanwhile).
+        A worker that died or hung ends the call (the others are killed when closing), unless
+        ``replace_lost`` and ``env.max_restarts`` allow: then :meth:`_replace` answers for it.
+        Else an error a worker reported is raised once every answer is in."""
+        if not self.workers:
+            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
+        replace_lost = replace_lost and self.spec.restarts.max_restarts > 0
+        answers, lost, errors = self._exchange(dict(enumerate(requests)), timeout, *what, keep_lost=replace_lost)
         if errors:
             raise errors[0]
-        for k, exc in lost.items():
-            answers[k] = self._replace(k, exc)
-        return answers
+        if lost:
+            answers.update(self._replace(lost))
+        return [answers[k] for k in range(len(self.workers))]
 
-    def _replace(self, k: int, exc: EnvError) -> StepBatch:
-        """Worker k was lost in a step or reset (``exc``: it died, or hung and was killed). Each
-        of its envs counts one failure in a row (:meth:`RestartBook.count`; past
-        ``env.max_restarts`` the EnvError, chained to ``exc``, ends the run); after the longest
-        backoff of them a new worker makes the envs and starts them from their restart seeds.
-        Its first states: every row restarted, reward 0, no episode end."""
-        self.workers[k].close()
-        first, count = self.parts[k]
-        book = RestartBook(self.spec.restarts, self.seed, count, first)
-        book.load(self.books[k])
-        what = str(exc)
-        wait = max([book.count(i, exc, what, EnvError) for i in range(count)])
-        log.warning("%s; starting a new worker for its envs (restart %d of at most %d in a row, waiting %.1f s first)",
-                    what, max(book.in_a_row), self.spec.restarts.max_restarts, wait)
-        pause(wait)
-        self.workers[k] = worker = _Worker(first, count)
-        worker.send(self._init(k))
-        worker.reply(INIT_TIMEOUT_S, "did not make its envs within {t:g} s")
-        worker.send(("restart", book.state()))
-        return worker.reply(self.timeout)
+    def _replace(self, lost: dict[int, EnvError]) -> dict[int, StepBatch]:
+        """The workers ``lost`` (k: the error saying it died, or hung and was killed) in a step
+        or reset, replaced. Each env of a lost worker counts one failure in a row
+        (:meth:`RestartBook.count`; past ``env.max_restarts`` the EnvError, chained to the loss,
+        ends the run); after the longest backoff of them, new workers make the envs and start
+        them from their restart seeds, all at once. A new worker that dies or hangs doing so is
+        one more failure in a row of its envs, as a new env that raises is in-process. The new
+        workers' first states by k: every row restarted, reward 0, no episode end."""
+        books = {}
+        for k in lost:
+            first, count = self.parts[k]
+            books[k] = RestartBook(self.spec.restarts, self.seed, count, first)
+            books[k].load(self.books[k])
+        answers: dict[int, StepBatch] = {}
+        losses = dict.fromkeys(lost, 0)  # k: times its share was lost in this call
+        while lost:
+            waits = []
+            for k, exc in lost.items():
+                losses[k] += 1
+                self.workers[k].close()
+                what = str(exc)
+                waits.append(max([books[k].count(i, exc, what, EnvError) for i in range(self.parts[k][1])]))
+            wait = max(waits)
+            for k, exc in lost.items():
+                log.warning("%s; starting a new worker for its envs (restart %d of at most %d in a row, waiting %.1f s "
+                            "first)", exc, max(books[k].in_a_row), self.spec.restarts.max_restarts, wait)
+            pause(wait)
+            for k in lost:
+                self.workers[k] = _Worker(*self.parts[k], replaces=self.workers[k].proc.pid)
+            _, again, errors = self._exchange({k: self._init(k) for k in lost}, INIT_TIMEOUT_S,
+                                              "did not make its envs within {t:g} s")
+            if errors:
+                raise errors[0]
+            started, lost_starting, errors = self._exchange({k: ("restart", books[k].state(), losses[k]) for k in lost
+                                                            if k not in again})
+            if errors:
+                raise errors[0]
+            answers.update(started)
+            lost = {**again, **lost_starting}
+        return answers
 
     def _rows(self, batches: list[StepBatch]) -> StepBatch:
         """The shares' reset or step batches joined; the parent's restart counts brought up to

@@ -157,7 +157,7 @@ def test_a_lost_worker_is_replaced_while_max_restarts_allow() -> None:
             assert np.array_equal(again.step(np.ones(5, np.int64)).obs, workers.step(np.ones(5, np.int64)).obs)
         again.close()
         os.kill(workers.workers[1].proc.pid, signal.SIGKILL)  # no episode of env 3 or 4 ended since
-        with pytest.raises(EnvError, match=r"env indices 3\.\.4\) died .*1 restart in a row did not help "
+        with pytest.raises(EnvError, match=r"env indices 3\.\.4, replacing worker \d+\) died .*1 restart in a row did not help "
                                            r"\(env.max_restarts\); the first failure: env worker \d+"):
             workers.step(np.zeros(5, np.int64))
     finally:
@@ -187,6 +187,40 @@ def test_a_hung_worker_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch, t
         assert [c.tolist() for c in counts if c is not None] in ([[1, 0]], [[0, 1]])  # one worker hung once
         replaced = [p for k, p in enumerate(pids) if venv.workers[k].proc.pid != p]
         assert not flag.exists() and len(replaced) == 1 and not Path(f"/proc/{replaced[0]}").exists()
+    finally:
+        venv.close()
+
+
+@pytest.mark.parametrize("max_restarts", [1, 3])
+def test_a_replacement_that_hangs_is_one_more_failure_in_a_row(max_restarts: int, monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """The worker started for a lost one hangs while starting its envs: it is killed and counts
+    as another failure in a row of those envs; a third worker takes over while restarts are left,
+    else the error names the replacement and the first loss."""
+    fault = str(Path(__file__).resolve().parents[1] / "fault")  # lzk_fault_envs' HangCartPole-v0
+    monkeypatch.syspath_prepend(fault)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([fault, *sys.path]))
+    flag = tmp_path / "hang"
+    monkeypatch.setenv("LZK_HANG_RESET_FLAG", str(flag))
+    monkeypatch.delenv("LZK_HANG_RANK", raising=False)
+    spec = dataclasses.replace(GymEnvSpec.probe("lzk_fault_envs:HangCartPole-v0"), workers=2, step_timeout_s=1.0,
+                               restarts=EnvRestarts(max_restarts, 0.0))
+    venv = spec.make_vector(4, 0)
+    try:
+        venv.reset()
+        first = venv.workers[1].proc.pid
+        flag.touch()  # the next process to reset an env hangs there: the replacement
+        os.kill(first, signal.SIGKILL)
+        if max_restarts == 1:
+            with pytest.raises(EnvError, match=rf"replacing worker {first}\) did not answer within 1 s .* killed; 1 "
+                                               rf"restart in a row did not help .*the first failure: env worker "
+                                               rf"{first} \(env indices 2\.\.3\) died"):
+                venv.step(np.zeros(4, np.int64))
+            return
+        batch = venv.step(np.zeros(4, np.int64))
+        assert batch.restarted is not None and batch.restarted.tolist() == [0, 0, 2, 2] and not flag.exists()
+        assert venv.books[1]["in_a_row"] == [2, 2] and venv.workers[1].replaces not in (None, first)
+        assert venv.step(np.zeros(4, np.int64)).obs.shape == (4, 4)
     finally:
         venv.close()
 

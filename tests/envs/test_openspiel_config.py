@@ -112,8 +112,8 @@ def test_missing_open_spiel_is_a_config_error() -> None:
 
 def test_opponent_problems_name_the_opponent_and_the_game() -> None:
     """What the two-player workers' config check asks of the env section: one line per problem
-    naming the opponent and the game, nothing built; the component declares SimulatorEnvSpec."""
-    from lzkernel import SimulatorEnvSpec
+    naming the opponent and the game, nothing built; the component declares SimulatorEnvSpec and TextGameEnvSpec."""
+    from lzkernel import SimulatorEnvSpec, TextGameEnvSpec
     from lzk_envs.plugin import lzkernel_register_envs
 
     ttt, c4 = OpenSpielEnvConfig(game="tic_tac_toe"), OpenSpielEnvConfig(game="connect_four")
@@ -127,4 +127,4 @@ def test_opponent_problems_name_the_opponent_and_the_game() -> None:
     assert "'simulations' must be an integer >= 1, got 0" in line
     assert OpenSpielEnvConfig(game="no_such_game").opponent_problems("random", {}) == []  # the env's own error
     openspiel = {c.name: c for c in lzkernel_register_envs()}["openspiel"]
-    assert openspiel.provides == (SimulatorEnvSpec,)
+    assert openspiel.provides == (SimulatorEnvSpec, TextGameEnvSpec)

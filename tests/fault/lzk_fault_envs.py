@@ -6,7 +6,8 @@
   step ``LZK_HANG_AT`` of the process whose ``RANK`` equals ``LZK_HANG_RANK`` (a rank alive
   but stuck in ``env.step``, read from the environment so that no config key is needed); with
   ``LZK_HANG_FLAG`` set, only a process that claims (deletes) that file first hangs, so one
-  process among several (env workers, the one that replaces a hung worker) hangs once.
+  process among several (env workers, the one that replaces a hung worker) hangs once; with
+  ``LZK_HANG_RESET_FLAG`` set, ``reset`` hangs in the process that claims that file.
 """
 from __future__ import annotations
 
@@ -42,14 +43,19 @@ class HangCartPoleEnv(CartPoleEnv):
     def step(self, action: int) -> Any:
         HangCartPoleEnv.steps += 1
         if (os.environ.get("RANK", "0") == os.environ.get("LZK_HANG_RANK")
-                and HangCartPoleEnv.steps == int(os.environ.get("LZK_HANG_AT", "50")) and _claim_flag()):
+                and HangCartPoleEnv.steps == int(os.environ.get("LZK_HANG_AT", "50")) and _claim_flag("LZK_HANG_FLAG")):
             time.sleep(float(os.environ.get("LZK_HANG_S", "600")))
         return super().step(action)
 
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        if os.environ.get("LZK_HANG_RESET_FLAG") and _claim_flag("LZK_HANG_RESET_FLAG"):
+            time.sleep(float(os.environ.get("LZK_HANG_S", "600")))
+        return super().reset(seed=seed, options=options)
 
-def _claim_flag() -> bool:
-    """True unless ``LZK_HANG_FLAG`` names a file that another process deleted first."""
-    flag = os.environ.get("LZK_HANG_FLAG")
+
+def _claim_flag(key: str) -> bool:
+    """True unless the environment variable ``key`` names a file that another process deleted first."""
+    flag = os.environ.get(key)
     if flag is None:
         return True
     try:
