@@ -42,7 +42,10 @@ TRAINER = {"rezero": ["trainer.reanalyze_min_transitions=100"], "muzero": ["trai
                                "buffer.reanalyze_sequences=8", "update_schedule.ratio=0.05"]}
 
 #: Atari: 60-step episodes of 32×32 frames (a Pong game is ~900 steps; 64×64 learner steps cost 0.4 s).
-ENV = {"atari": ["env.max_episode_steps=60", "env.frame_size=32", "update_schedule.ratio=0.05"]}
+#: Board games: 5–40-move games, so 10 updates per collect of 2 games would be ~3 updates per env
+#: step (tictactoe_muzero spent 10 of its 16 s learning); 3 keep the updates near CartPole's count.
+ENV = {"atari": ["env.max_episode_steps=60", "env.frame_size=32", "update_schedule.ratio=0.05"],
+       "openspiel": ["update_schedule.updates_per_collect=3"]}
 
 
 def _overrides(config: Path, out_dir: Path) -> list[str]:
