@@ -9,7 +9,7 @@ from lzkernel.component import ROLES, Component
 from lzkernel.config.compat import BufferOptions, CheckContext, SegmentBufferOptions
 from lzkernel.config.schema import option
 from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError, StopRequested
-from lzkernel.frames import decode_frames, encode_frames
+from lzkernel.frames import FrameWindow, decode_frames, encode_frames
 from lzkernel.hookspecs import hookimpl, hookspec
 from lzkernel.sampling import masked_softmax_weights, sample_from_weights, uniform_legal
 from lzkernel.seeding import generator_state, set_generator_state
@@ -72,6 +72,7 @@ __all__ = [
     "Evaluator",
     "FrameCallback",
     "FrameEnvSpec",
+    "FrameWindow",
     "LearningPolicy",
     "LzkernelError",
     "ObservationValues",

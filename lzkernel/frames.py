@@ -1,4 +1,5 @@
-"""Image frames stored as uint8: the one encoding every env, collector and buffer shares.
+"""Image frames stored as uint8: the one encoding every env, collector and buffer shares; and the
+window of the last frames a frame-stacking policy acts on (:class:`FrameWindow`).
 
 An env that declares :class:`lzkernel.FrameEnvSpec` emits observations ``decode_frames(q, s)``
 for uint8 frames q and its ``frame_scale`` s. Storing ``encode_frames(obs, s)`` and decoding
@@ -33,3 +34,34 @@ def encode_frames(obs: np.ndarray, scale: float, who: str = "observations") -> n
         raise ValueError(f"{who} are not uint8 frames at scale {scale}: values must be k/{scale:g} "
                          f"for integers k in 0..255 (got range {float(obs.min())}..{float(obs.max())})")
     return q.astype(np.uint8)
+
+
+class FrameWindow:
+    """The last S frames of every env, for acting on stacked observations.
+
+    Stacked observation of env i: its S frames, oldest first, concatenated along the first
+    observation axis: [S*O0, *O[1:]] (a vector obs [O] gives [S*O]; an image [C, H, W] gives
+    [S*C, H, W]). At an episode start the first frame fills the whole window.
+    """
+
+    def __init__(self, num_envs: int, obs_shape: tuple[int, ...], stack: int) -> None:
+        if stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {stack}")
+        self.stack = stack
+        self.obs_shape = obs_shape
+        self.frames = np.zeros((num_envs, stack, *obs_shape), np.float32)  # [E, S, *O]
+
+    def reset(self, ids: np.ndarray, obs: np.ndarray) -> None:
+        """Envs ``ids`` [B] start an episode at ``obs`` [B, *O]."""
+        self.frames[ids] = obs[:, None]
+
+    def push(self, ids: np.ndarray, obs: np.ndarray) -> None:
+        """Envs ``ids`` [B] moved on to ``obs`` [B, *O]: drop the oldest frame."""
+        window = self.frames[ids]  # a copy (fancy indexing), so the shift cannot alias
+        window[:, :-1] = window[:, 1:]
+        window[:, -1] = obs
+        self.frames[ids] = window
+
+    def stacked(self, ids: np.ndarray) -> np.ndarray:
+        """[B, S*O0, *O[1:]] stacked observations of envs ``ids`` ([B, *O] when S == 1)."""
+        return self.frames[ids].reshape(len(ids), -1, *self.obs_shape[1:])

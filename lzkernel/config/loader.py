@@ -255,15 +255,22 @@ def _listing(head: str, problems: Sequence[str]) -> str:
 def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) -> ResolvedConfig:
     """File → overrides → validated config whose components fit together
     (:func:`lzkernel.config.compat.check_compatibility`)."""
+    tree, origins = load_tree(path)
+    return config_from_tree(tree, overrides, registry, str(path), origins)
+
+
+def config_from_tree(tree: dict[str, Any], overrides: Sequence[str], registry: Registry, source: str,
+                     origins: Mapping[str, str] | None = None) -> ResolvedConfig:
+    """:func:`load_config` from a config tree already read (``source`` names it in errors; the
+    tree is not changed)."""
     from lzkernel.config.compat import check_compatibility
 
     from lzkernel.config.redact import remember_config
 
-    tree, origins = load_tree(path)
     remember_config(tree, overrides)  # before anything can fail: an error must not print them
     tree, touched = apply_overrides(tree, overrides)
-    config = resolve(tree, registry, str(path), touched, origins)
+    config = resolve(tree, registry, source, touched, origins)
     problems = check_compatibility(config, registry)
     if problems:
-        raise ConfigError(_listing(f"incompatible components in {path}", problems), problems)
+        raise ConfigError(_listing(f"incompatible components in {source}", problems), problems)
     return config

@@ -30,8 +30,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, ResumableVectorEnv, StepBatch, StopRequested,
-                      Trajectory, VectorEnv, encode_frames, progressed, sample_from_weights)
+from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, FrameWindow, ResumableVectorEnv, StepBatch,
+                      StopRequested, Trajectory, VectorEnv, encode_frames, progressed, sample_from_weights)
 
 
 def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
@@ -39,37 +39,6 @@ def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
     quota = np.full(num_envs, n // num_envs, np.int64)
     quota[: n % num_envs] += 1
     return quota
-
-
-class FrameWindow:
-    """The last S frames of every env, for acting on stacked observations.
-
-    Stacked observation of env i: its S frames, oldest first, concatenated along the first
-    observation axis: [S*O0, *O[1:]] (a vector obs [O] gives [S*O]; an image [C, H, W] gives
-    [S*C, H, W]). At an episode start the first frame fills the whole window.
-    """
-
-    def __init__(self, num_envs: int, obs_shape: tuple[int, ...], stack: int) -> None:
-        if stack < 1:
-            raise ValueError(f"frame_stack must be >= 1, got {stack}")
-        self.stack = stack
-        self.obs_shape = obs_shape
-        self.frames = np.zeros((num_envs, stack, *obs_shape), np.float32)  # [E, S, *O]
-
-    def reset(self, ids: np.ndarray, obs: np.ndarray) -> None:
-        """Envs ``ids`` [B] start an episode at ``obs`` [B, *O]."""
-        self.frames[ids] = obs[:, None]
-
-    def push(self, ids: np.ndarray, obs: np.ndarray) -> None:
-        """Envs ``ids`` [B] moved on to ``obs`` [B, *O]: drop the oldest frame."""
-        window = self.frames[ids]  # a copy (fancy indexing), so the shift cannot alias
-        window[:, :-1] = window[:, 1:]
-        window[:, -1] = obs
-        self.frames[ids] = window
-
-    def stacked(self, ids: np.ndarray) -> np.ndarray:
-        """[B, S*O0, *O[1:]] stacked observations of envs ``ids`` ([B, *O] when S == 1)."""
-        return self.frames[ids].reshape(len(ids), -1, *self.obs_shape[1:])
 
 
 class RandomActor:
