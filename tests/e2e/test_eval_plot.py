@@ -180,6 +180,10 @@ def test_parse_move_takes_numbers_names_and_bare_coordinates() -> None:
                                                                                                  None, None]
     assert parse_move("3", {1: "o3", 3: "o1"}) == 3  # a number first: move 3, not the move named o3
     assert parse_move("o3", {1: "o3", 3: "o1"}) == 1
+    for typed in ("--4", "-4", "\u00b2", "", "  ", "()"):  # nothing typed, or not ASCII digits: no move, no crash
+        assert parse_move(typed, names) is None, typed
+    go = {24: "B e5", 25: "B PASS"}  # the mark is the letters all names start with, not every letter
+    assert [parse_move(t, go) for t in ("", "e5", "pass", "b pass", "25")] == [None, 24, 25, 25, 25]
 
 
 def test_play_tictactoe_against_the_agent(tictactoe: Path) -> None:
