@@ -14,38 +14,65 @@
 
 :func:`train` is ``lzkernel run`` in this process: the same config checks (a config file, or a
 mapping of the same shape), run directory, checkpoints, metrics and resume (``resume="auto"``);
-errors are raised (:class:`lzkernel.ConfigError` for what the CLI exits 2 on) instead of exit
-codes, and Ctrl-C stops the run with a checkpoint (``status`` "stopped"). It sets torch's thread
-count to ``run.threads`` for this process, as the CLI does. :func:`load` restores a checkpoint's
-policy as ``lzkernel eval`` does, wrapped in an :class:`Agent` that acts greedily on raw
-observations (it stacks frames itself where the policy stacks them).
+errors are raised (:class:`lzkernel.ConfigError` for what the CLI exits 2 on, a full disk
+included) instead of exit codes, with the config's secrets scrubbed from their messages. Ctrl-C
+stops the run with a checkpoint and then raises KeyboardInterrupt (a second Ctrl-C, or the stall
+watchdog, interrupts it at once; the process lives on); SIGTERM stops it with a checkpoint and
+``status`` "stopped". Like the CLI, a run sets process-wide state: torch's thread count
+(``run.threads``), the global RNGs' seeds, deterministic algorithms (``run.deterministic``).
+:func:`load` restores a checkpoint's policy as ``lzkernel eval`` does, wrapped in an
+:class:`Agent` that acts greedily on raw observations (it stacks frames itself where the policy
+stacks them). The observations are the env spec's: a gymnasium env of the same id gives them for
+``gymnasium`` configs; for Atari and OpenSpiel use ``agent.env_spec.make_vector(n, seed)``.
 
 Shape letters: B observations, A actions, O the env's observation shape.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from lzkernel.errors import ConfigError
-from lzkernel.frames import FrameWindow
+from lzkernel.errors import ConfigError, storage_error
+from lzkernel.frames import FrameWindow, decode_frames
+from lzkernel.roles.env import FrameEnvSpec
 
 
 @dataclass
 class RunResult:
-    """How a run that :func:`train` ran ended (its ``summary.json``)."""
+    """How a run that :func:`train` ran ended."""
 
     run_dir: Path
-    status: str  # "finished" (a budget or a solved evaluation ended it), "stopped" (a signal), ...
+    status: str  # "finished" (solved, or a budget reached) or "stopped" (a signal, a request)
     stop_reason: str | None  # in words, e.g. "solved: eval/return_mean 195.3 >= 195"
+    stop_kind: str | None  # "solved", "max_env_steps", "signal", ... (lzkernel.run.StopKind)
     train_iter: int
     env_steps: int
-    best_eval: float | None  # the best evaluation's return_mean (None: no evaluation)
-    summary: dict[str, Any] = field(repr=False)  # summary.json as written
+    best_eval: float | None  # the best eval/return_mean of the run's history (None: none logged)
+    last_checkpoint: Path | None  # the newest checkpoint this call saved
+    summary: dict[str, Any] | None  # the summary.json this call wrote (None: no summary sink)
+
+
+@contextmanager
+def _scrubbed() -> Iterator[None]:
+    """Errors leave with the config's secret values scrubbed from their message, as the CLI
+    prints them (:mod:`lzkernel.config.redact`)."""
+    from lzkernel.config.redact import scrub
+
+    try:
+        yield
+    except Exception as exc:
+        text = str(exc)
+        clean = scrub(text)
+        if clean != text:
+            exc.args = (clean, *exc.args[1:]) if exc.args and exc.args[0] == text else (clean,)
+        raise
 
 
 def _kernel(plugins: Sequence[str], autoload: bool | None) -> Any:
@@ -56,39 +83,104 @@ def _kernel(plugins: Sequence[str], autoload: bool | None) -> Any:
     return kernel
 
 
+def plain(value: Any, where: str = "") -> Any:
+    """``value`` (a config mapping given to :func:`train`) as YAML's plain types: mappings →
+    dicts, lists and tuples → lists, paths → strings, numpy scalars → Python numbers; a
+    ConfigError naming the dotted key of anything else."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{where or 'the mapping'}: keys must be strings, got {key!r}")
+            out[key] = plain(item, f"{where}.{key}" if where else key)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    raise ConfigError(f"{where}: a config value must be a string, number, boolean, null, list or mapping, "
+                      f"got {type(value).__name__} {value!r}")
+
+
 def train(config: str | Path | Mapping[str, Any], overrides: Sequence[str] = (), *, out_dir: str | Path | None = None,
           resume: str | None = None, plugins: Sequence[str] = (), autoload: bool | None = None) -> RunResult:
     """Train as ``lzkernel run CONFIG OVERRIDES...`` does, in this process.
 
     ``config``: a YAML file, or a mapping with the file's sections (``run``, ``trainer``, ``env``,
-    ...; complete, since a mapping extends no ``base:``; copied, never changed). ``overrides``: ``a.b=VALUE``, ``+a.b=VALUE``, ``~a.b``.
-    ``out_dir``: sets ``run.out_dir``. ``resume``: ``"auto"`` (the run directory's last
+    ...; copied, never changed; complete, since a mapping extends no ``base:``, so
+    ``lzkernel.config.loader.load_tree(path)[0]`` is a file's with its bases merged).
+    ``overrides``: ``a.b=VALUE``, ``+a.b=VALUE``, ``~a.b``. ``out_dir``: sets ``run.out_dir``. ``resume``: ``"auto"`` (the run directory's last
     checkpoint, else a fresh start) or a checkpoint path. ``plugins`` / ``autoload``: as
     ``-p NAME`` / ``--disable-plugin-autoload`` (autoload False)."""
+    with _scrubbed():
+        return _train(config, overrides, out_dir, resume, plugins, autoload)
+
+
+def _train(config: str | Path | Mapping[str, Any], overrides: Sequence[str], out_dir: str | Path | None,
+           resume: str | None, plugins: Sequence[str], autoload: bool | None) -> RunResult:
+    from lzkernel.cli import describe_storage_error
     from lzkernel.config.loader import config_from_tree, load_config
     from lzkernel.config.redact import check_unredacted
 
+    started = time.time()
     kernel = _kernel(plugins, autoload)
     overrides = [*overrides, *([f"run.out_dir={json.dumps(str(out_dir))}"] if out_dir is not None else [])]
     if isinstance(config, Mapping):
-        resolved = config_from_tree(dict(config), overrides, kernel.registry, "<mapping given to lzkernel.api.train>")
-        argv = ["lzkernel.api.train(<mapping>)", *overrides]
+        resolved = config_from_tree(plain(config), overrides, kernel.registry, "<mapping given to lzkernel.api.train>")
+        head = ["lzkernel.api.train(<mapping>)"]
     else:
         resolved = load_config(config, overrides, kernel.registry)
-        argv = ["lzkernel", "run", str(config), *overrides]
+        head = ["lzkernel", "run", str(config)]
+    options = [*(x for p in plugins for x in ("-p", p)), *(["--disable-plugin-autoload"] if autoload is False else []),
+               *(["--resume", resume] if resume is not None else [])]
     check_unredacted(resolved.to_dict(), f"the config {config if not isinstance(config, Mapping) else '(a mapping)'}")
     kernel.hook.lzkernel_configure(config=resolved.to_dict())
 
-    from lzkernel.run import RunContext
+    from lzkernel.run import INTERRUPTED_KINDS, RunContext
 
-    run = RunContext(kernel, resolved, resume=resume, overrides=overrides, argv=argv)
-    with run:
-        run.build("trainer").train()
+    run = RunContext(kernel, resolved, resume=resume, overrides=overrides, argv=[*head, *overrides, *options],
+                     embedded=True)
+    try:
+        with run:
+            run.build("trainer").train()
+    except OSError as exc:
+        storage = storage_error(exc)
+        if storage is None:
+            raise
+        raise ConfigError(describe_storage_error(storage, resolved.run.out_dir)) from exc
     run_dir = Path(resolved.run.out_dir)
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    best = (summary.get("eval") or {}).get("best") or {}
-    return RunResult(run_dir, str(summary.get("status")), summary.get("stop_reason"), int(summary.get("train_iter", 0)),
-                     int(summary.get("env_steps", 0)), best.get("return_mean"), summary)
+    if run.stop_signal == signal.SIGINT:
+        where = f"saved in {run.last_checkpoint}; " if run.last_checkpoint is not None else ""
+        raise KeyboardInterrupt(f"the run in {run_dir} stopped at train_iter {run.train_iter} on Ctrl-C ({where}"
+                                "continue with resume='auto')")
+    return RunResult(run_dir, "stopped" if run.stop_signal is not None or run.stop_kind in INTERRUPTED_KINDS
+                     else "finished", run.stop_reason, run.stop_kind, run.train_iter, run.env_steps,
+                     _best_eval(run_dir), run.last_checkpoint, _summary_since(run_dir, started))
+
+
+def _best_eval(run_dir: Path) -> float | None:
+    """The best ``eval/return_mean`` of the run's live history (None: none, or no metrics.jsonl)."""
+    from lzkernel.runinfo import read_history
+
+    if not (run_dir / "metrics.jsonl").is_file():
+        return None
+    history = read_history(run_dir, lambda rec: isinstance(rec.get("eval/return_mean"), (int, float)))
+    return max((float(r["eval/return_mean"]) for r in history.records), default=None)
+
+
+def _summary_since(run_dir: Path, started: float) -> dict[str, Any] | None:
+    """``summary.json`` when written since ``started`` (by this call, not an earlier run)."""
+    path = run_dir / "summary.json"
+    try:
+        if path.stat().st_mtime >= started - 1.0:  # a coarse filesystem clock
+            return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class Agent:
@@ -119,38 +211,64 @@ class Agent:
         self._timestep[ids] = 0
         self.policy.reset_envs(ids.tolist(), "eval")
 
-    def act(self, obs: Any, legal: Any = None, to_play: Any = None, states: Sequence[Any] | None = None) -> Any:
-        """Actions for observations ``obs`` [B, *O] (envs 0..B-1), or one observation [*O] (env 0;
-        an int back). ``legal`` [B, A] bool (default: every action); ``to_play`` [B] (1 or 2 in
+    def act(self, obs: Any, legal: Any = None, to_play: Any = None, states: Any = None,
+            env_ids: Sequence[int] | None = None) -> Any:
+        """Actions [B] for observations ``obs`` [B, *O] of envs ``env_ids`` (default 0..B-1), or
+        one action (an int) for one observation [*O] (env 0 unless ``env_ids`` names one).
+        Frames may come as the env's float32 or as uint8 (decoded at the env's ``frame_scale``).
+        ``legal`` [B, A] (or [A]) bool mask (default: every action); ``to_play`` [B] (1 or 2 in
         two-player games, which need it; default -1); ``states``: simulator states, for policies
         that search with the game itself (AlphaZero)."""
-        arr = np.asarray(obs, np.float32)
-        single = arr.shape == self.obs_shape
-        if single:
-            arr = arr[None]
-        if arr.shape[1:] != self.obs_shape or not 1 <= len(arr) <= self.num_envs:
-            raise ValueError(f"observations of shape {tuple(np.asarray(obs).shape)}: expected {self.obs_shape} or "
-                             f"[B, {', '.join(map(str, self.obs_shape))}] with B <= num_envs = {self.num_envs} "
-                             f"(env {self.env_spec.id!r})")
+        raw = np.asarray(obs)
+        single = raw.shape == self.obs_shape
+        arr = raw[None] if single else raw
+        ids = np.arange(len(arr)) if env_ids is None else np.asarray(env_ids, np.int64).reshape(-1)
+        if (arr.shape[1:] != self.obs_shape or len(ids) != len(arr) or not len(ids)
+                or ids.min() < 0 or ids.max() >= self.num_envs or len(set(ids.tolist())) != len(ids)):
+            raise ValueError(f"observations of shape {raw.shape} for env ids {ids.tolist()}: expected {self.obs_shape} "
+                             f"or [B, {', '.join(map(str, self.obs_shape))}], one row per env id, distinct ids in "
+                             f"0..{self.num_envs - 1} (num_envs; env {self.env_spec.id!r})")
+        if arr.dtype == np.uint8 and isinstance(self.env_spec, FrameEnvSpec):
+            arr = decode_frames(arr, float(self.env_spec.frame_scale))
+        arr = arr.astype(np.float32, copy=False)
         b, a = len(arr), int(self.env_spec.num_actions)
-        ids = np.arange(b)
-        mask = np.ones((b, a), bool) if legal is None else np.asarray(legal, bool).reshape(b, a)
+        mask = self._mask(legal, b, a)
         if to_play is None:
             if self.env_spec.two_player:
                 raise ValueError(f"env {self.env_spec.id!r} is a two-player game: give to_play (1 or 2 per row)")
             players = np.full(b, -1, np.int64)
         else:
             players = np.asarray(to_play, np.int64).reshape(b)
-        fresh = ids[self._fresh[ids]]
-        going = ids[~self._fresh[ids]]
-        self.window.reset(fresh, arr[fresh])
-        self.window.push(going, arr[going])
+        if single and states is not None and not isinstance(states, (list, tuple)):
+            states = [states]
+        saved = self.window.frames[ids].copy(), self._fresh[ids].copy()  # put back if the policy raises
+        fresh, going = ids[self._fresh[ids]], ids[~self._fresh[ids]]
+        self.window.reset(fresh, arr[self._fresh[ids]])
+        self.window.push(going, arr[~self._fresh[ids]])
         self._fresh[ids] = False
-        res = self.policy.act(self.window.stacked(ids), mask, players, mode="eval", env_ids=ids, temperature=1.0,
-                              epsilon=0.0, timestep=self._timestep[ids].copy(), states=states)
+        try:
+            res = self.policy.act(self.window.stacked(ids), mask, players, mode="eval", env_ids=ids, temperature=1.0,
+                                  epsilon=0.0, timestep=self._timestep[ids].copy(), states=states)
+        except BaseException:
+            self.window.frames[ids], self._fresh[ids] = saved
+            raise
         self._timestep[ids] += 1
         actions = np.asarray(res.action, np.int64)
         return int(actions[0]) if single else actions
+
+    def _mask(self, legal: Any, b: int, a: int) -> np.ndarray:
+        """``legal`` as a [b, a] bool mask: a bool or 0/1 array of shape [a] or [b, a] (not a
+        list of action indices); every action when None."""
+        if legal is None:
+            return np.ones((b, a), bool)
+        arr = np.asarray(legal)
+        if arr.shape not in ((a,), (b, a)) or (arr.dtype != bool and not np.isin(arr, (0, 1)).all()):
+            raise ValueError(f"legal must be a bool mask of shape [{a}] or [{b}, {a}] (a True per legal action, not "
+                             f"a list of action indices), got shape {arr.shape} dtype {arr.dtype}")
+        mask = np.broadcast_to(arr.astype(bool), (b, a)).copy()
+        if not mask.any(axis=1).all():
+            raise ValueError("legal: every row needs at least one legal action")
+        return mask
 
 
 def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[str] = (), num_envs: int = 1,
@@ -160,7 +278,8 @@ def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[st
     (e.g. ``policy.eval_num_simulations=100``)."""
     from lzkernel.evaluate import load_policy
 
-    loaded = load_policy(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides)
+    with _scrubbed():
+        loaded = load_policy(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides)
     return Agent(loaded.policy, loaded.env_spec, num_envs=num_envs, config=loaded.config, checkpoint=loaded.checkpoint)
 
 
@@ -173,5 +292,6 @@ def evaluate(target: str | Path, *, checkpoint: str = "last", overrides: Sequenc
 
     if episodes is not None and episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
-    return run_evaluation(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides,
-                          episodes=episodes, seed=seed)
+    with _scrubbed():
+        return run_evaluation(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides,
+                              episodes=episodes, seed=seed)

@@ -34,7 +34,7 @@ from lzkernel.memory import retain_freed_memory
 from lzkernel.pluginmanager import Kernel
 from lzkernel.roles.table import ROLE_SPECS
 from lzkernel.seeding import derive_seed, seed_globals
-from lzkernel.watchdog import StallWatchdog, progressed
+from lzkernel.watchdog import StallWatchdog, interrupt_main, progressed
 
 log = logging.getLogger("lzkernel")
 
@@ -60,8 +60,13 @@ class RunContext:
         resume: str | None = None,
         overrides: Sequence[str] = (),
         argv: Sequence[str] | None = None,
+        embedded: bool = False,
     ) -> None:
+        """``embedded``: the run is a library call in a process that lives on (:mod:`lzkernel.api`):
+        a second signal and the stall watchdog raise KeyboardInterrupt in the main thread instead
+        of ending the process."""
         self.kernel = kernel
+        self.embedded = embedded
         self.config = config
         self.cfg = config.run
         self.overrides = list(overrides)
@@ -154,7 +159,7 @@ class RunContext:
                 self._set_aside_later_steps(*explicit)
             self._write_run_files(torch)
         self._install_signal_handlers()
-        self._watchdog = StallWatchdog(self.cfg.stall_timeout_s).start()
+        self._watchdog = StallWatchdog(self.cfg.stall_timeout_s, exit=interrupt_main if self.embedded else None).start()
         self.hooks.lzkernel_run_start(run=self)
 
     def close(self, error: BaseException | None = None) -> None:
@@ -489,6 +494,8 @@ class RunContext:
         now (checkpoints are committed atomically, so none is damaged)."""
         self._signals_seen += 1
         if self._signals_seen > 1:
+            if self.embedded:  # the caller's process lives on: interrupt the run where it is
+                raise KeyboardInterrupt(f"a second {signal.Signals(signum).name}")
             os._exit(128 + signum)
         self.stop_requested = True
         self.stop_signal = signum

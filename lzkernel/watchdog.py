@@ -40,6 +40,19 @@ def last_progress() -> float:
     return _last_progress[0]
 
 
+def interrupt_main(code: int) -> None:
+    """The watchdog's end of a run embedded in a process that lives on (a notebook's,
+    :mod:`lzkernel.api`): KeyboardInterrupt raised in the main thread as soon as it runs Python
+    code again (not through the SIGINT handler, which during a run only asks for a stop at the
+    next boundary, and a stalled run never reaches one); the run then closes as after Ctrl-C.
+    ``code`` (the exit code a process would get) is not used."""
+    import ctypes
+
+    main = threading.main_thread().ident
+    if main is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main), ctypes.py_object(KeyboardInterrupt))
+
+
 class StallWatchdog:
     """Ends the process when :func:`progressed` was not called for ``timeout_s`` seconds
     (``timeout_s`` ≤ 0: never). ``exit`` is what ends it (``os._exit``; tests pass their own)."""

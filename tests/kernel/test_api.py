@@ -34,11 +34,14 @@ def test_train_resume_load_act_and_evaluate(tmp_path: Path) -> None:
     import gymnasium
 
     result = api.train(CONFIG, TINY, out_dir=tmp_path / "run")
-    assert (result.status, result.train_iter, result.run_dir) == ("finished", 20, tmp_path / "run")
+    assert (result.status, result.stop_kind, result.train_iter, result.run_dir) == ("finished", "max_train_iters", 20,
+                                                                                     tmp_path / "run")
     assert "max_train_iters" in result.stop_reason and result.best_eval is not None and result.env_steps > 0
+    assert result.summary is not None and result.summary["train_iter"] == 20 and result.last_checkpoint.is_dir()
     assert (result.run_dir / "command.txt").read_text().startswith("lzkernel run ")
     again = api.train(CONFIG, [*TINY, "run.max_train_iters=30"], out_dir=tmp_path / "run", resume="auto")
     assert again.train_iter == 30 and again.summary["resumed_from"] is not None
+    assert (result.run_dir / "command.txt").read_text().rstrip().endswith("--resume auto")
 
     agent = api.load(result.run_dir, num_envs=2)
     env = gymnasium.make("CartPole-v1")
@@ -55,8 +58,10 @@ def test_train_resume_load_act_and_evaluate(tmp_path: Path) -> None:
     assert length > 5
     both = agent.act(np.stack([obs, obs]))
     assert both.shape == (2,) and set(both.tolist()) <= {0, 1}
-    with pytest.raises(ValueError, match=r"expected \(4,\) or \[B, 4\] with B <= num_envs = 2"):
+    with pytest.raises(ValueError, match=r"expected \(4,\) or \[B, 4\], one row per env id, distinct ids in 0\.\.1"):
         agent.act(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="not a list of action indices"):
+        agent.act(obs, legal=[0, 1, 1])
 
     report = api.evaluate(result.run_dir, episodes=3, seed=1)
     assert report["metrics"]["eval/episodes"] == 3 and report["train_iter"] == 30
@@ -77,12 +82,53 @@ def test_train_from_a_mapping_which_stays_unchanged_and_config_errors_raise(tmp_
         api.load(tmp_path / "missing")
 
 
+def test_ctrl_c_saves_then_raises_and_the_run_resumes(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT, sent once the run writes metrics) stops the run at its next boundary with a
+    checkpoint, then KeyboardInterrupt leaves train(); resume='auto' goes on from there."""
+    import os
+    import signal
+    import threading
+    import time
+
+    out = tmp_path / "run"
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while not (out / "metrics.jsonl").is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt, daemon=True)
+    sender.start()
+    with pytest.raises(KeyboardInterrupt, match=r"stopped at train_iter \d+ on Ctrl-C .*resume='auto'"):
+        api.train(CONFIG, [*TINY, "run.max_train_iters=100000"], out_dir=out)
+    sender.join()
+    stopped = __import__("json").loads((out / "summary.json").read_text())
+    assert stopped["status"] == "stopped" and stopped["stop_kind"] == "signal" and stopped["last_checkpoint"]
+    again = api.train(CONFIG, [*TINY, f"run.max_train_iters={stopped['train_iter'] + 5}"], out_dir=out, resume="auto")
+    assert again.status == "finished" and again.train_iter == stopped["train_iter"] + 5
+
+
+def test_mapping_values_are_made_plain_or_named_and_secrets_stay_out_of_errors(tmp_path: Path) -> None:
+    assert api.plain({"a": (1, np.int64(2)), "b": Path("x"), "c": {"d": np.float32(0.5)}}) == {
+        "a": [1, 2], "b": "x", "c": {"d": 0.5}}
+    with pytest.raises(ConfigError, match=r"env\.kwargs\.flag: a config value must be .* got object"):
+        api.plain({"env": {"kwargs": {"flag": object()}}})
+    with pytest.raises(ConfigError) as err:  # the env refuses the keyword: its value must not be printed
+        api.train(CONFIG, [*TINY, "env.kwargs={api_token: sk-SECRET-0003}"], out_dir=tmp_path / "run")
+    assert "sk-SECRET-0003" not in str(err.value) and "api_token" in str(err.value)
+
+
 @dataclass
 class _Spec:
     id: str = "fake"
     obs_shape: tuple[int, ...] = (2,)
     num_actions: int = 3
     two_player: bool = False
+    truncation_as_terminal: bool = True
+
+    def make_vector(self, num_envs: int, seed: int) -> Any:  # the EnvSpec contract; not used here
+        raise NotImplementedError
 
 
 class _Policy:
@@ -122,3 +168,50 @@ def test_the_agent_stacks_frames_per_env_and_restarts_them_at_reset() -> None:
         api.Agent(policy, _Spec(two_player=True)).act(o[0])
     with pytest.raises(ValueError, match=r"env ids must be in 0\.\.1"):
         agent.reset([2])
+    agent.act(np.stack([o[1], o[2]]), env_ids=[1, 0])  # rows name their envs: env 1 starts, env 0 goes on
+    assert policy.seen[-1][0].tolist() == [[1, 1, 1, 1, 1, 1], [3, 3, 3, 3, 2, 2]]
+
+
+@dataclass
+class _FrameSpec(_Spec):
+    frame_scale: float = 255.0
+
+
+class _Raising(_Policy):
+    def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, **kw: Any) -> ActResult:
+        raise RuntimeError("the policy failed")
+
+
+def test_uint8_frames_are_decoded_and_a_failed_act_leaves_the_window_as_it_was() -> None:
+    policy = _Policy()
+    agent = api.Agent(policy, _FrameSpec(), num_envs=1)
+    agent.act(np.array([255, 51], np.uint8))
+    assert np.allclose(policy.seen[-1][0][0, -2:], [1.0, 0.2])  # decoded at frame_scale 255
+    raising = api.Agent(_Raising(), _Spec(), num_envs=1)
+    with pytest.raises(RuntimeError):
+        raising.act(np.ones(2, np.float32))
+    assert raising._fresh[0] and not raising.window.frames.any()  # the next act starts the episode again
+
+
+def test_embedded_runs_are_interrupted_not_ended() -> None:
+    """In a process that lives on, the stall watchdog and a second signal raise KeyboardInterrupt
+    in the main thread instead of ending the process (os._exit)."""
+    import signal
+    import time
+    from types import SimpleNamespace
+
+    from lzkernel.run import RunContext
+    from lzkernel.watchdog import StallWatchdog, interrupt_main
+
+    dog = StallWatchdog(0.3, exit=interrupt_main).start()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            while time.monotonic() - t0 < 10:  # no progress for longer than the timeout
+                time.sleep(0.05)
+        assert time.monotonic() - t0 < 5
+    finally:
+        dog.stop()
+    second = SimpleNamespace(embedded=True, _signals_seen=1)
+    with pytest.raises(KeyboardInterrupt, match="a second SIGINT"):
+        RunContext._on_signal(second, signal.SIGINT, None)  # type: ignore[arg-type]
