@@ -284,14 +284,19 @@ def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[st
 
 
 def evaluate(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[str] = (), episodes: int | None = None,
-             seed: int | None = None, plugins: Sequence[str] = (), autoload: bool | None = None) -> dict[str, Any]:
+             seed: int | None = None, video: str | Path | None = None, video_episodes: int = 1,
+             plugins: Sequence[str] = (), autoload: bool | None = None) -> dict[str, Any]:
     """``lzkernel eval``'s report (``metrics`` holds ``eval/return_mean`` and the rest): one
     evaluation of the checkpoint's policy with the run's evaluator (without ``seed``, the
-    checkpoint's last evaluation replayed; ``episodes``: episodes, or games per side)."""
+    checkpoint's last evaluation replayed; ``episodes``: episodes, or games per side;
+    ``video``: a .mp4 or .gif of env 0's first ``video_episodes`` episodes, as ``--video``)."""
     from lzkernel.evaluate import evaluate as run_evaluation
 
     if episodes is not None and episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    if video is None and video_episodes != 1:
+        raise ConfigError(f"video_episodes {video_episodes} needs video (a .mp4 or .gif path)")
     with _scrubbed():
         return run_evaluation(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides,
-                              episodes=episodes, seed=seed)
+                              episodes=episodes, seed=seed, video=None if video is None else str(video),
+                              video_episodes=video_episodes)

@@ -132,6 +132,10 @@ def test_pong_eval_writes_a_video_with_one_frame_per_step(pong: Path, tmp_path: 
     assert code == 0, err[-3000:]
     # Pillow merges identical consecutive GIF frames: at most one per step, and a playable file
     assert 1 <= iio3.imread(gif, index=None).shape[0] <= 40
+    from lzkernel import api  # the Python API records the same video
+
+    again = api.evaluate(pong, video=tmp_path / "api.mp4")
+    assert again["video"]["frames"] == report["video"]["frames"] and (tmp_path / "api.mp4").is_file()
 
 
 def test_cartpole_eval_writes_a_video_of_env_0s_episode(cartpole: list[Path], tmp_path: Path, cli) -> None:  # noqa: ANN001
