@@ -8,7 +8,7 @@ from lzkernel.collectives import all_reduce_mean_tensors, broadcast_tensors, gat
 from lzkernel.component import ROLES, Component
 from lzkernel.config.compat import BufferOptions, CheckContext, SegmentBufferOptions
 from lzkernel.config.schema import option
-from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError, StopRequested
+from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError, Stalled, StopRequested
 from lzkernel.frames import FrameWindow, decode_frames, encode_frames
 from lzkernel.hookspecs import hookimpl, hookspec
 from lzkernel.sampling import masked_softmax_weights, sample_from_weights, uniform_legal
@@ -91,6 +91,7 @@ __all__ = [
     "Simulator",
     "SimulatorEnvSpec",
     "SimulatorStep",
+    "Stalled",
     "StepBatch",
     "StopRequested",
     "SymmetricEnvSpec",

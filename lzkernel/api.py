@@ -5,7 +5,7 @@
     from lzkernel import api
 
     result = api.train("configs/cartpole_rezero.yaml", ["run.max_env_steps=5000"], out_dir="runs/nb")
-    print(result.status, result.train_iter, result.best_eval)      # from the run's summary.json
+    print(result.status, result.train_iter, result.best_eval)      # how it ended, its best evaluation
     agent = api.load(result.run_dir, checkpoint="best")
     obs, _ = env.reset(seed=0)                                   # a gymnasium env of the same id
     agent.reset()                                                # an episode starts
@@ -15,10 +15,13 @@
 :func:`train` is ``lzkernel run`` in this process: the same config checks (a config file, or a
 mapping of the same shape), run directory, checkpoints, metrics and resume (``resume="auto"``);
 errors are raised (:class:`lzkernel.ConfigError` for what the CLI exits 2 on, a full disk
-included) instead of exit codes, with the config's secrets scrubbed from their messages. Ctrl-C
-stops the run with a checkpoint and then raises KeyboardInterrupt (a second Ctrl-C, or the stall
-watchdog, interrupts it at once; the process lives on); SIGTERM stops it with a checkpoint and
-``status`` "stopped". Like the CLI, a run sets process-wide state: torch's thread count
+included) instead of exit codes, with the config's secrets scrubbed from their messages and
+causes. Ctrl-C stops the run with a checkpoint and then raises KeyboardInterrupt (a second
+Ctrl-C interrupts it at once; the process lives on); SIGTERM stops it with a checkpoint and
+``status`` "stopped". The stall watchdog (``run.stall_timeout_s``) raises
+:class:`lzkernel.Stalled` in the run's thread as soon as that thread runs Python code again (a
+call blocked in C returns first), and the run fails with it. Ctrl-C's save needs the main
+thread (signal handlers live there); from another thread a run trains, without them. Like the CLI, a run sets process-wide state: torch's thread count
 (``run.threads``), the global RNGs' seeds, deterministic algorithms (``run.deterministic``).
 :func:`load` restores a checkpoint's policy as ``lzkernel eval`` does, wrapped in an
 :class:`Agent` that acts greedily on raw observations (it stacks frames itself where the policy
@@ -39,7 +42,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from lzkernel.errors import ConfigError, storage_error
+from lzkernel.errors import ConfigError, describe_storage_error, storage_error
 from lzkernel.frames import FrameWindow, decode_frames
 from lzkernel.roles.env import FrameEnvSpec
 
@@ -67,11 +70,19 @@ def _scrubbed() -> Iterator[None]:
 
     try:
         yield
-    except Exception as exc:
-        text = str(exc)
-        clean = scrub(text)
-        if clean != text:
-            exc.args = (clean, *exc.args[1:]) if exc.args and exc.args[0] == text else (clean,)
+    except BaseException as exc:
+        seen: set[int] = set()
+        e: BaseException | None = exc
+        while e is not None and id(e) not in seen:  # the exception and its causes, as a traceback shows them
+            seen.add(id(e))
+            e.args = tuple(scrub(a) if isinstance(a, str) else a for a in e.args)
+            for name in ("problems", "details"):  # ConfigError's lines and its --traceback details
+                value = getattr(e, name, None)
+                if isinstance(value, str):
+                    setattr(e, name, scrub(value))
+                elif isinstance(value, list):
+                    setattr(e, name, [scrub(v) if isinstance(v, str) else v for v in value])
+            e = e.__cause__ or e.__context__
         raise
 
 
@@ -122,7 +133,6 @@ def train(config: str | Path | Mapping[str, Any], overrides: Sequence[str] = (),
 
 def _train(config: str | Path | Mapping[str, Any], overrides: Sequence[str], out_dir: str | Path | None,
            resume: str | None, plugins: Sequence[str], autoload: bool | None) -> RunResult:
-    from lzkernel.cli import describe_storage_error
     from lzkernel.config.loader import config_from_tree, load_config
     from lzkernel.config.redact import check_unredacted
 
@@ -144,14 +154,7 @@ def _train(config: str | Path | Mapping[str, Any], overrides: Sequence[str], out
 
     run = RunContext(kernel, resolved, resume=resume, overrides=overrides, argv=[*head, *overrides, *options],
                      embedded=True)
-    try:
-        with run:
-            run.build("trainer").train()
-    except OSError as exc:
-        storage = storage_error(exc)
-        if storage is None:
-            raise
-        raise ConfigError(describe_storage_error(storage, resolved.run.out_dir)) from exc
+    run_trainer(run)
     run_dir = Path(resolved.run.out_dir)
     if run.stop_signal == signal.SIGINT:
         where = f"saved in {run.last_checkpoint}; " if run.last_checkpoint is not None else ""
@@ -160,6 +163,21 @@ def _train(config: str | Path | Mapping[str, Any], overrides: Sequence[str], out
     return RunResult(run_dir, "stopped" if run.stop_signal is not None or run.stop_kind in INTERRUPTED_KINDS
                      else "finished", run.stop_reason, run.stop_kind, run.train_iter, run.env_steps,
                      _best_eval(run_dir), run.last_checkpoint, _summary_since(run_dir, started))
+
+
+def run_trainer(run: Any) -> None:
+    """Run ``run`` (a :class:`lzkernel.run.RunContext` not started yet): its trainer from start to
+    end, inside the run context. An error that says a path cannot be written (a full disk: its
+    cause chain holds the OSError) becomes a ConfigError naming the path; every other error is
+    raised as it is (``lzkernel run`` and :func:`train` share this)."""
+    try:
+        with run:
+            run.build("trainer").train()
+    except Exception as exc:
+        storage = storage_error(exc)
+        if storage is None or isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(describe_storage_error(storage, run.cfg.out_dir)) from exc
 
 
 def _best_eval(run_dir: Path) -> float | None:

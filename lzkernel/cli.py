@@ -26,7 +26,7 @@ from typing import Sequence
 
 from lzkernel import __version__
 from lzkernel.config.redact import ScrubFilter, check_unredacted, scrub
-from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError, storage_error
+from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError
 from lzkernel.play import add_parser as add_play_parser, command as play_command
 
 TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
@@ -154,17 +154,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from lzkernel.run import RunContext  # imports numpy; torch is imported when the run starts
 
+    from lzkernel.api import run_trainer
+
     run = RunContext(kernel, config, resume=args.resume, overrides=args.overrides)
     try:
-        with run:
-            trainer = run.build("trainer")
-            trainer.train()
+        run_trainer(run)
     except (ConfigError, PluginError, KeyboardInterrupt):
         raise
     except Exception as exc:  # the error boundary of one rank: name it, exit non-zero
-        storage = storage_error(exc)
-        if storage is not None:
-            raise ConfigError(describe_storage_error(storage, config.run.out_dir)) from exc
         return _report_failure(exc, run)
     if run.stop_signal is not None:
         if run.last_checkpoint is not None:  # the main rank saved where it stopped: say how to go on
@@ -214,14 +211,6 @@ def _report_failure(exc: BaseException, run: object) -> int:
 def _print_exception(exc: BaseException) -> None:
     """The traceback of ``exc`` on stderr, secrets scrubbed (:mod:`lzkernel.config.redact`)."""
     sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
-
-
-def describe_storage_error(exc: OSError, out_dir: str) -> str:
-    """One line naming the path (the run directory when the OS did not say which file)."""
-    reason = exc.strerror or os.strerror(exc.errno or 0)
-    if exc.filename is not None:
-        return f"cannot write {exc.filename}: {reason} (run.out_dir '{out_dir}')"
-    return f"writing under run.out_dir '{out_dir}' failed: {reason}"
 
 
 def cmd_launch(args: argparse.Namespace) -> int:

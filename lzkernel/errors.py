@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 
 EXIT_CONFIG = 2
 EXIT_FAILURE = 1
@@ -58,12 +59,33 @@ def storage_error(exc: BaseException) -> OSError | None:
     return None
 
 
+def describe_storage_error(exc: OSError, out_dir: str) -> str:
+    """One line naming the path (the run directory when the OS did not say which file)."""
+    reason = exc.strerror or os.strerror(exc.errno or 0)
+    if exc.filename is not None:
+        return f"cannot write {exc.filename}: {reason} (run.out_dir '{out_dir}')"
+    return f"writing under run.out_dir '{out_dir}' failed: {reason}"
+
+
+class Stalled(KeyboardInterrupt):
+    """The stall watchdog's interruption of an embedded run (:mod:`lzkernel.watchdog`): a
+    KeyboardInterrupt, so that no ``except Exception`` in a trainer or a plugin swallows it; the
+    run fails with it (exit code 1, as the CLI's stall)."""
+
+    timeout_s = 0.0  # the watchdog's run.stall_timeout_s (set when it interrupts)
+
+    def __str__(self) -> str:
+        return f"no progress for {self.timeout_s:g} s (run.stall_timeout_s): the run was interrupted"
+
+
 def exit_code(error: BaseException | None, stop_signal: int | None = None) -> int:
     """The exit code ``lzkernel run`` gives a run that ended with ``error`` (None: none) or was
     stopped by ``stop_signal``: 2 for configuration, plugin and storage errors, 130 for Ctrl-C
     seen as KeyboardInterrupt, 1 for any other error, 128 + the signal, else 0."""
     if error is None:
         return 0 if stop_signal is None else 128 + stop_signal
+    if isinstance(error, Stalled):
+        return EXIT_FAILURE
     if isinstance(error, KeyboardInterrupt):
         return 130
     if isinstance(error, (ConfigError, PluginError)) or storage_error(error) is not None:

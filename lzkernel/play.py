@@ -57,12 +57,11 @@ def normalise(text: str) -> str:
 def _mark(names: Sequence[str]) -> str:
     """The mover's mark that starts every one of the (normalised) ``names``: the letters that
     begin their common prefix (``x`` of ``x(0,1)`` and ``x(2,2)``; ``b`` of go's ``b e5`` and
-    ``b pass``); empty for fewer than two names."""
-    if len(names) < 2:
-        return ""
-    prefix = os.path.commonprefix(list(names))
+    ``b pass``); of a single name, its leading letters unless they are the whole name (``x`` of
+    ``x(2,2)``, nothing of ``bpass``)."""
+    prefix = os.path.commonprefix(list(names)) if names else ""
     letters = len(prefix) - len(prefix.lstrip("abcdefghijklmnopqrstuvwxyz"))
-    return prefix[:letters]
+    return "" if len(names) == 1 and letters == len(prefix) else prefix[:letters]
 
 
 def parse_move(typed: str, names: dict[int, str]) -> int | None:

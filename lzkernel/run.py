@@ -18,6 +18,7 @@ import os
 import platform
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence, get_args
@@ -34,7 +35,7 @@ from lzkernel.memory import retain_freed_memory
 from lzkernel.pluginmanager import Kernel
 from lzkernel.roles.table import ROLE_SPECS
 from lzkernel.seeding import derive_seed, seed_globals
-from lzkernel.watchdog import StallWatchdog, interrupt_main, progressed
+from lzkernel.watchdog import StallWatchdog, progressed
 
 log = logging.getLogger("lzkernel")
 
@@ -63,8 +64,8 @@ class RunContext:
         embedded: bool = False,
     ) -> None:
         """``embedded``: the run is a library call in a process that lives on (:mod:`lzkernel.api`):
-        a second signal and the stall watchdog raise KeyboardInterrupt in the main thread instead
-        of ending the process."""
+        a second signal raises KeyboardInterrupt and the stall watchdog
+        :class:`lzkernel.watchdog.Stalled` in the run's thread instead of ending the process."""
         self.kernel = kernel
         self.embedded = embedded
         self.config = config
@@ -159,7 +160,8 @@ class RunContext:
                 self._set_aside_later_steps(*explicit)
             self._write_run_files(torch)
         self._install_signal_handlers()
-        self._watchdog = StallWatchdog(self.cfg.stall_timeout_s, exit=interrupt_main if self.embedded else None).start()
+        self._watchdog = StallWatchdog(self.cfg.stall_timeout_s, embedded=self.embedded,
+                                       thread=threading.get_ident()).start()
         self.hooks.lzkernel_run_start(run=self)
 
     def close(self, error: BaseException | None = None) -> None:

@@ -34,9 +34,10 @@ class RunConfig:
     save_buffer: bool = option(True, doc="Include the replay buffer and the collector's running episodes in "
                                "checkpoints (exact resume: docs/architecture.md, Resume).")
     stall_timeout_s: float = option(
-        600.0, doc="End the run (exit code 1) with one line naming where the main thread is, and every thread's "
+        600.0, doc="End the run (exit code 1) with one line naming where the run's thread is, and every thread's "
         "stack, when it made no progress (an env step, an update, a metrics record, a checkpoint) for this many "
-        "seconds: a hung env never hangs the run silently (lzkernel/watchdog.py). 0: no deadline.", min=0)
+        "seconds: a hung env never hangs the run silently (lzkernel/watchdog.py; a run of the Python API fails with "
+        "lzkernel.Stalled instead, its process living on). 0: no deadline.", min=0)
     log_every: int = option(100, doc="Average and emit train metrics every this many train iterations.", min=1)
     progress: bool = option(True, doc="Show a console progress line.")
 

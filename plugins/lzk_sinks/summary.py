@@ -28,6 +28,7 @@ import json
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
+from lzkernel.errors import Stalled
 
 _evals: dict[int, dict[str, Any]] = {}
 
@@ -94,8 +95,8 @@ def _status(run: Any, error: BaseException | None) -> str:
     "finished" (solved, a budget reached, or a trainer that set no kind)."""
     from lzkernel.run import INTERRUPTED_KINDS
 
-    if error is not None:
-        return "stopped" if isinstance(error, KeyboardInterrupt) else "failed"
+    if error is not None:  # a stall's interruption (lzkernel.errors.Stalled) is a failure
+        return "stopped" if isinstance(error, KeyboardInterrupt) and not isinstance(error, Stalled) else "failed"
     if run.stop_signal is not None or run.stop_kind in INTERRUPTED_KINDS:
         return "stopped"
     return "finished"

@@ -186,6 +186,7 @@ def test_parse_move_takes_numbers_names_and_bare_coordinates() -> None:
     assert parse_move("o3", {1: "o3", 3: "o1"}) == 1
     for typed in ("--4", "-4", "\u00b2", "", "  ", "()"):  # nothing typed, or not ASCII digits: no move, no crash
         assert parse_move(typed, names) is None, typed
+    assert parse_move("2,2", {8: "x(2,2)"}) == 8  # the last legal move too
     go = {24: "B e5", 25: "B PASS"}  # the mark is the letters all names start with, not every letter
     assert [parse_move(t, go) for t in ("", "e5", "pass", "b pass", "25")] == [None, 24, 25, 25, 25]
 

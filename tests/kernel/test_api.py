@@ -116,7 +116,14 @@ def test_mapping_values_are_made_plain_or_named_and_secrets_stay_out_of_errors(t
         api.plain({"env": {"kwargs": {"flag": object()}}})
     with pytest.raises(ConfigError) as err:  # the env refuses the keyword: its value must not be printed
         api.train(CONFIG, [*TINY, "env.kwargs={api_token: sk-SECRET-0003}"], out_dir=tmp_path / "run")
-    assert "sk-SECRET-0003" not in str(err.value) and "api_token" in str(err.value)
+    chain, e = [], err.value
+    while e is not None:  # the messages a traceback shows: the error's and its causes'
+        chain.append(str(e))
+        e = e.__cause__ or e.__context__
+    shown = "\n".join(chain)
+    assert len(chain) > 1  # the env's own error is chained
+    assert "sk-SECRET-0003" not in shown and "sk-SECRET-0003" not in str(err.value.problems)
+    assert "api_token" in str(err.value)
 
 
 @dataclass
@@ -193,20 +200,24 @@ def test_uint8_frames_are_decoded_and_a_failed_act_leaves_the_window_as_it_was()
     assert raising._fresh[0] and not raising.window.frames.any()  # the next act starts the episode again
 
 
-def test_embedded_runs_are_interrupted_not_ended() -> None:
-    """In a process that lives on, the stall watchdog and a second signal raise KeyboardInterrupt
-    in the main thread instead of ending the process (os._exit)."""
+def test_embedded_runs_are_interrupted_not_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a process that lives on, the stall watchdog raises Stalled in the run's thread (the run
+    fails with it, exit code 1 in summary.json) and a second signal raises KeyboardInterrupt,
+    instead of ending the process (os._exit)."""
+    import json
     import signal
+    import sys
     import time
     from types import SimpleNamespace
 
+    from lzkernel import Stalled
     from lzkernel.run import RunContext
-    from lzkernel.watchdog import StallWatchdog, interrupt_main
+    from lzkernel.watchdog import StallWatchdog
 
-    dog = StallWatchdog(0.3, exit=interrupt_main).start()
+    dog = StallWatchdog(0.3, embedded=True).start()
     try:
         t0 = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(Stalled, match=r"no progress for 0\.3 s"):
             while time.monotonic() - t0 < 10:  # no progress for longer than the timeout
                 time.sleep(0.05)
         assert time.monotonic() - t0 < 5
@@ -215,3 +226,20 @@ def test_embedded_runs_are_interrupted_not_ended() -> None:
     second = SimpleNamespace(embedded=True, _signals_seen=1)
     with pytest.raises(KeyboardInterrupt, match="a second SIGINT"):
         RunContext._on_signal(second, signal.SIGINT, None)  # type: ignore[arg-type]
+
+    # A run whose env hangs 3 s in one step, with a 1 s deadline: the run fails with Stalled.
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "fault"))
+    import lzk_fault_envs
+
+    flag = tmp_path / "hang"
+    flag.touch()
+    for key, value in (("LZK_HANG_RANK", "0"), ("LZK_HANG_AT", str(lzk_fault_envs.HangCartPoleEnv.steps + 30)),
+                       ("LZK_HANG_S", "3"), ("LZK_HANG_FLAG", str(flag))):
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(Stalled):
+        api.train(CONFIG, [*TINY, "env.id=lzk_fault_envs:HangCartPole-v0", "run.stall_timeout_s=1"],
+                  out_dir=tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["exit_code"] == 1 and "no progress for 1 s" in summary["error"]
+    assert not flag.exists() and "lzk_fault_envs" in sys.modules
