@@ -138,6 +138,52 @@ def test_pong_eval_writes_a_video_with_one_frame_per_step(pong: Path, tmp_path: 
     assert again["video"]["frames"] == report["video"]["frames"] and (tmp_path / "api.mp4").is_file()
 
 
+def test_the_api_agent_acts_on_raw_frames_as_the_evaluator_does(pong: Path) -> None:
+    """The evaluator's calls of the policy in one Pong evaluation (frame stack 4), replayed
+    through ``lzkernel.api.Agent`` from the newest frame of each call only, as uint8: the Agent
+    builds the same stacked observations and plays the same actions."""
+    from lzkernel import api, encode_frames
+    from lzkernel.evaluate import load_policy
+    from lzkernel.pluginmanager import Kernel
+
+    loaded = load_policy(Kernel(), str(pong))
+    policy, spec = loaded.policy, loaded.env_spec
+    stack = int(policy.target_spec.frame_stack)
+    events: list[tuple] = []
+
+    class Recorder:  # the policy, with its calls written down
+        target_spec = policy.target_spec
+
+        def __init__(self, log: list) -> None:
+            self.log = log
+
+        def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, **kw: object):  # noqa: ANN201
+            res = policy.act(obs, legal, to_play, **kw)
+            self.log.append(("act", np.asarray(kw["env_ids"]).copy(), obs.copy(), legal.copy(), res.action.copy()))
+            return res
+
+        def reset_envs(self, env_ids: list[int], mode: str) -> None:
+            self.log.append(("reset", list(env_ids)))
+            policy.reset_envs(env_ids, mode)
+
+    evaluator = loaded.run.build("evaluator", env_spec=spec, frame_stack=stack)
+    try:
+        evaluator.evaluate(Recorder(events))
+    finally:
+        evaluator.close()
+    assert stack > 1 and sum(e[0] == "act" for e in events) >= 40
+    replayed: list[tuple] = []
+    agent = api.Agent(Recorder(replayed), spec, num_envs=evaluator.player.num_envs)
+    for event in events:
+        if event[0] == "reset":
+            agent.reset(event[1])
+            continue
+        ids, stacked, legal, actions = event[1:]
+        newest = stacked.reshape(len(ids), stack, *spec.obs_shape)[:, -1]
+        got = agent.act(encode_frames(newest, spec.frame_scale), legal=legal, env_ids=ids)
+        assert np.array_equal(got, actions) and np.array_equal(replayed[-1][2], stacked)
+
+
 def test_cartpole_eval_writes_a_video_of_env_0s_episode(cartpole: list[Path], tmp_path: Path, cli) -> None:  # noqa: ANN001
     """A gymnasium env renders through ``render_mode="rgb_array"`` (CartPole draws with pygame,
     which the ``video`` extra installs): one frame per step of env 0's first episode."""
