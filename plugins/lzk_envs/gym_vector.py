@@ -363,6 +363,8 @@ class GymVectorEnv:
         self._env_seed = [int(x) for x in meta.get("env_seed", [self.seed + self.first_index + i
                                                                  for i in range(self.num_envs)])]
         self.book.load(meta.get("restarts"))
+        # Envs an env-worker run restarted while saving (lzk_envs.workers): reported now, as restarted.
+        self.book.recreated += np.asarray(meta.get("pending_restarts", np.zeros(self.num_envs)), np.int64)
         self._seeded = self._started = True
         return self._first_states()
 

@@ -9,8 +9,11 @@ reset counts as a failure of each of the worker's envs (``env.max_restarts``, as
 raises): while the restarts in a row allow, a new worker starts those envs anew from their restart
 seeds after the backoff (their running episodes are dropped, every row counted in
 ``StepBatch.restarted``); past that, or with ``max_restarts`` 0, the run ends with one line naming
-the worker's env indices (the last completed iteration stays resumable). An env that *raises* is
-restarted inside its worker as in-process.
+the worker's env indices (the last completed iteration stays resumable). A worker found lost
+while saving (``state_dict``: it died while the learner ran) is replaced the same way; the saved
+state holds the new envs and ``pending_restarts``, and the next step (or a resumed run's load)
+reports those rows as restarted. An env that *raises* is restarted inside its worker as
+in-process.
 
 The results are the in-process vector env's, row for row: env i is seeded ``seed + i`` and its
 restart seeds are those of env i, and :meth:`WorkerVectorEnv.state_dict` writes the in-process
@@ -28,9 +31,9 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -72,7 +75,7 @@ def join_batches(batches: list[StepBatch]) -> StepBatch:
     return StepBatch(**joined, restarted=restarted)
 
 
-_PER_ENV = ("replay_seed", "replay_rng", "env_seed")
+_PER_ENV = ("replay_seed", "replay_rng", "env_seed", "pending_restarts")
 _PER_ENV_ARRAYS = ("lengths", "obs", "legal", "ret", "len")
 _BOOK_LISTS = ("in_a_row", "restarts_of", "first")
 
@@ -82,7 +85,8 @@ def join_states(states: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> t
     metas = [m for m, _ in states]
     meta = {**metas[0], "num_envs": sum(m["num_envs"] for m in metas), "first_index": 0}
     for key in _PER_ENV:
-        meta[key] = [x for m in metas for x in m[key]]
+        if all(key in m for m in metas):  # pending_restarts: only the parent adds it (state_dict)
+            meta[key] = [x for m in metas for x in m[key]]
     books = [m["restarts"] for m in metas]
     meta["restarts"] = {**{k: [x for b in books for x in b[k]] for k in _BOOK_LISTS},
                         "failures": sum(b["failures"] for b in books)}
@@ -220,6 +224,9 @@ class WorkerVectorEnv:
         self.parts = shares(num_envs, workers)
         # The parent's copy of each share's restart counts (RestartBook.state()): module docstring.
         self.books = [RestartBook(spec.restarts, seed, count, first).state() for first, count in self.parts]
+        # k: the first states of share k's envs, restarted when its worker was found lost while
+        # saving (state_dict), which the next step or reset reports instead of stepping them
+        self._pending: dict[int, StepBatch] = {}
         self.workers: list[_Worker] = []
         try:
             for first, count in self.parts:
@@ -274,20 +281,29 @@ class WorkerVectorEnv:
         return answers, lost, errors
 
     def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str,
-             replace_lost: bool = False) -> list[Any]:
-        """Send each worker its request, then collect the answers (the workers work meanwhile).
-        A worker that died or hung ends the call (the others are killed when closing), unless
-        ``replace_lost`` and ``env.max_restarts`` allow: then :meth:`_replace` answers for it.
-        Else an error a worker reported is raised once every answer is in."""
+             replace_lost: bool = False, on_lost: Callable[[dict[int, EnvError]], dict[int, Any]] | None = None
+             ) -> list[Any]:
+        """Send each worker its request, then collect the answers (the workers work meanwhile):
+        :meth:`_answers` for every worker, in worker order."""
         if not self.workers:
             raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
+        answers = self._answers(dict(enumerate(requests)), timeout, *what, replace_lost=replace_lost, on_lost=on_lost)
+        return [answers[k] for k in range(len(self.workers))]
+
+    def _answers(self, requests: dict[int, tuple[Any, ...]], timeout: float | None = None, *what: str,
+                 replace_lost: bool = False, on_lost: Callable[[dict[int, EnvError]], dict[int, Any]] | None = None
+                 ) -> dict[int, Any]:
+        """Worker k's answer to ``requests[k]``, by k. A worker that died or hung ends the call
+        (the others are killed when closing), unless ``replace_lost`` and ``env.max_restarts``
+        allow: then ``on_lost`` (default :meth:`_replace`) answers for the lost workers. Else an
+        error a worker reported is raised once every answer is in."""
         replace_lost = replace_lost and self.spec.restarts.max_restarts > 0
-        answers, lost, errors = self._exchange(dict(enumerate(requests)), timeout, *what, keep_lost=replace_lost)
+        answers, lost, errors = self._exchange(requests, timeout, *what, keep_lost=replace_lost)
         if errors:
             raise errors[0]
         if lost:
-            answers.update(self._replace(lost))
-        return [answers[k] for k in range(len(self.workers))]
+            answers.update((on_lost or self._replace)(lost))
+        return answers
 
     def _replace(self, lost: dict[int, EnvError]) -> dict[int, StepBatch]:
         """The workers ``lost`` (k: the error saying it died, or hung and was killed) in a step
@@ -326,6 +342,8 @@ class WorkerVectorEnv:
                                                             if k not in again})
             if errors:
                 raise errors[0]
+            for k in started:  # the counts with the loss, whichever call reports these rows
+                self.books[k] = self.workers[k].book or self.books[k]
             answers.update(started)
             lost = {**again, **lost_starting}
         return answers
@@ -343,20 +361,53 @@ class WorkerVectorEnv:
         return join_batches(batches)
 
     def reset(self) -> StepBatch:
-        return self._rows(self._all([("reset",)] * len(self.workers), replace_lost=True))
+        batches = self._all([("reset",)] * len(self.workers), replace_lost=True)
+        for k, pending in self._pending.items():  # those restarts are still to be counted
+            extra = pending.restarted if batches[k].restarted is None else batches[k].restarted + pending.restarted
+            batches[k] = replace(batches[k], restarted=extra)
+        self._pending.clear()
+        return self._rows(batches)
 
     def step(self, actions: np.ndarray, active: np.ndarray | None = None) -> StepBatch:
-        """As :meth:`GymVectorEnv.step`, except that the rows of a worker lost in this call are
-        all restarted (:meth:`_replace`), unstepped ones too."""
+        """As :meth:`GymVectorEnv.step`, except that the rows of a worker lost in this call, or
+        found lost while saving since the last call, are all restarted (:meth:`_replace`),
+        unstepped ones too."""
         actions, active = check_step_args(f"gymnasium env {self.env_id!r}", self.num_envs, actions, active)
-        requests = [("step", actions[a:a + n], active[a:a + n]) for a, n in self.parts]
-        return self._rows(self._all(requests, replace_lost=True))
+        requests = {k: ("step", actions[a:a + n], active[a:a + n]) for k, (a, n) in enumerate(self.parts)
+                    if k not in self._pending}
+        if not self.workers:
+            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
+        answers = self._answers(requests, replace_lost=True)
+        answers.update(self._pending)
+        self._pending.clear()
+        return self._rows([answers[k] for k in range(len(self.workers))])
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The in-process format (:func:`join_states`): a checkpoint resumes with any ``env.workers``."""
-        return join_states(self._all([("state",)] * len(self.workers)))
+        """The in-process format (:func:`join_states`): a checkpoint resumes with any ``env.workers``.
+        A worker found lost here is replaced as in a step (while ``env.max_restarts`` allows):
+        the state holds its envs' first states, and ``pending_restarts`` [E] says which rows the
+        next step or reset reports as restarted (a resumed run's load reports them)."""
+        states = self._all([("state",)] * len(self.workers), replace_lost=True, on_lost=self._hold)
+        meta, arrays = join_states(states)
+        if self._pending:
+            pending = np.zeros(self.num_envs, np.int64)
+            for k, batch in self._pending.items():
+                a, n = self.parts[k]
+                pending[a:a + n] = batch.restarted
+            meta["pending_restarts"] = pending.tolist()
+        return meta, arrays
+
+    def _hold(self, lost: dict[int, EnvError]) -> dict[int, Any]:
+        """Workers lost while saving: replaced, their first states held for the next step, and
+        the new workers' states answered."""
+        self._pending.update(self._replace(lost))
+        states, _, errors = self._exchange({k: ("state",) for k in lost}, keep_lost=False)
+        if errors:
+            raise errors[0]
+        return states
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
+        self._pending.clear()
         parts = split_state(meta, arrays, self.parts)  # a long replay sends signs of progress: step_timeout_s applies
         batch = join_batches(self._all([("load", m, a) for m, a in parts]))
         for k, (part, _) in enumerate(parts):

@@ -248,6 +248,7 @@ class EpisodePlayer:
         self.timestep = np.zeros(venv.num_envs, np.int64)  # [E] step index within the episode
         self._records: list[_PieceRecord | None] = [None] * venv.num_envs
         self._failures = 0  # env restarts not yet reported in a PlayResult
+        self._unreset: list[int] = []  # envs restarted by a load whose policy state is still to reset
 
     @property
     def pending_transitions(self) -> np.ndarray:
@@ -320,6 +321,9 @@ class EpisodePlayer:
         """
         if self._state is None:
             self.restart()
+        if self._unreset:
+            policy.reset_envs(self._unreset, self.mode)
+            self._unreset = []
         progress = _Progress(np.zeros(self.num_envs, np.int64))
         out = PlayResult([], [], 0, {})
         metric_sum: dict[str, float] = defaultdict(float)
@@ -441,6 +445,15 @@ class EpisodePlayer:
             pieces = _PieceRecord.unpack({k[6:]: v for k, v in arrays.items() if k.startswith("piece/")})
             for i, rec in zip(arrays["piece/env"].tolist(), pieces):
                 self._records[i] = rec
+        restarted = self._state.abandoned()  # envs restarted while the state was saved (an env worker lost)
+        if restarted.any():
+            ids = np.flatnonzero(restarted)
+            self._failures += int(self._state.restarted[ids].sum())
+            self.window.reset(ids, self._state.obs[ids])
+            self.timestep[ids] = 0
+            for i in ids:  # their pieces are dropped; new ones start at the new envs' first states
+                self._start(i, self._state, 0)
+            self._unreset = ids.tolist()  # policy.reset_envs at the next play
 
     def close(self) -> None:
         self.venv.close()

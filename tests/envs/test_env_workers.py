@@ -191,6 +191,87 @@ def test_a_hung_worker_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch, t
         venv.close()
 
 
+def test_a_worker_found_lost_while_saving_is_replaced_and_reported_at_the_next_step() -> None:
+    """A worker that died between two steps (the learner was running) is first seen by
+    state_dict: it is replaced, the state holds its new envs with pending_restarts, and both the
+    live run's next step and a resumed in-process load report those rows as restarted; the two
+    then step alike."""
+    import gymnasium
+    from lzk_envs.restarts import restart_seed
+
+    local, workers = _pair(restarts=EnvRestarts(1, 0.0))
+    local.close()
+    try:
+        workers.reset()
+        for _ in range(3):
+            workers.step(np.ones(5, np.int64))
+        os.kill(workers.workers[1].proc.pid, signal.SIGKILL)
+        meta, arrays = workers.state_dict()
+        assert meta["pending_restarts"] == [0, 0, 0, 1, 1] and meta["restarts"]["in_a_row"] == [0, 0, 0, 1, 1]
+        resumed = GymEnvSpec.probe("CartPole-v1").make_vector(5, 7)
+        loaded = resumed.load_state_dict(meta, arrays)
+        live = workers.step(np.ones(5, np.int64), np.array([True, True, True, False, True]))
+        for batch in (loaded, live):
+            assert batch.restarted is not None and batch.restarted.tolist() == [0, 0, 0, 1, 1]
+            assert batch.abandoned().tolist() == [False, False, False, True, True]
+        fresh = gymnasium.make("CartPole-v1")
+        assert np.array_equal(live.obs[4], fresh.reset(seed=restart_seed(7, 4, 1))[0].astype(np.float32))
+        assert np.array_equal(live.obs[3:], loaded.obs[3:])  # restarted rows: not stepped, the new first states
+        resumed.step(np.ones(5, np.int64), np.array([True, True, True, False, False]))  # the live run's step
+        for _ in range(5):
+            assert np.array_equal(resumed.step(np.zeros(5, np.int64)).obs, workers.step(np.zeros(5, np.int64)).obs)
+        assert workers.state_dict()[0].get("pending_restarts") is None  # reported: none pending any more
+        resumed.close()
+    finally:
+        workers.close()
+
+
+class _PushLeft:
+    """Action 0 always (CartPole episodes of ~10 steps); records reset_envs."""
+
+    def __init__(self) -> None:
+        self.resets: list[list[int]] = []
+
+    def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, **_: object) -> object:
+        from lzkernel import ActResult
+
+        b = len(obs)
+        return ActResult(np.zeros(b, np.int64), np.tile(np.float32([1, 0]), (b, 1)), np.zeros(b, np.float32),
+                         np.zeros(b, np.float32), None)
+
+    def reset_envs(self, env_ids: list[int], mode: str) -> None:
+        self.resets.append(list(env_ids))
+
+
+def test_a_player_resumed_from_a_state_saved_across_a_lost_worker_restarts_its_rows() -> None:
+    """The player's checkpoint taken when a worker was found lost: resumed (in-process), the
+    restarted envs' pieces start at their new first states, the failures are counted once, the
+    policy resets those envs, and every piece played is one whole episode."""
+    from lzk_workers.rollout import EpisodePlayer
+
+    spec = dataclasses.replace(GymEnvSpec.probe("CartPole-v1"), restarts=EnvRestarts(1, 0.0))
+    player = EpisodePlayer(dataclasses.replace(spec, workers=2).make_vector(4, 3), spec, 1, mode="collect", record=True)
+    try:
+        player.play(_PushLeft(), np.array([1, 1, 1, 1]))
+        player.play_segments(_PushLeft(), 50, n_segments=0, n_episode=1)  # stops with the others mid-episode
+        before = player.pending_transitions.copy()
+        assert before[2:].sum() > 0  # the lost worker's envs hold a running piece
+        os.kill(player.venv.workers[1].proc.pid, signal.SIGKILL)
+        meta, arrays = player.state_dict()
+    finally:
+        player.close()
+    resumed = EpisodePlayer(spec.make_vector(4, 3), spec, 1, mode="collect", record=True)
+    policy = _PushLeft()
+    resumed.load_state_dict(meta, arrays)
+    assert resumed.timestep[2:].tolist() == [0, 0] and resumed.pending_transitions[2:].tolist() == [0, 0]
+    assert resumed.pending_transitions[:2].tolist() == before[:2].tolist()  # the other share goes on
+    result = resumed.play(policy, np.array([1, 1, 1, 1]))
+    assert policy.resets[0] == [2, 3] and result.env_failures == 2
+    for piece in result.pieces:
+        assert piece.ended and len(piece.obs) == len(piece.actions) + 1
+    resumed.close()
+
+
 @pytest.mark.parametrize("max_restarts", [1, 3])
 def test_a_replacement_that_hangs_is_one_more_failure_in_a_row(max_restarts: int, monkeypatch: pytest.MonkeyPatch,
                                                                tmp_path: Path) -> None:
