@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lzkernel.roles.data import Batch, Trajectory
 from lzkernel.roles.env import (EnvSpec, EvalVariantEnvSpec, FrameCallback, FrameEnvSpec, Opponent,
-                                RenderableEnvSpec, ResumableVectorEnv, Simulator, SimulatorEnvSpec, SimulatorStep, StepBatch,
+                                RenderableEnvSpec, RestartingVectorEnv, ResumableVectorEnv, Simulator, SimulatorEnvSpec, SimulatorStep, StepBatch,
                                 SymmetricEnvSpec, Symmetry, TextGameEnvSpec, VectorEnv)
 from lzkernel.roles.infra import CommBackend, Trainer, UpdateSchedule
 from lzkernel.roles.policy import (
@@ -28,7 +28,7 @@ from lzkernel.roles.workers import Collector, Evaluator, ReplayableEvaluator, Re
 
 __all__ = [
     "ROLES", "ROLE_SPECS", "ROLE_TABLE", "ActResult", "ActingPolicy", "Batch", "Collector", "CommBackend",
-    "EnvSpec", "EvalVariantEnvSpec", "Evaluator", "FrameCallback", "FrameEnvSpec", "RenderableEnvSpec", "LearningPolicy", "ObservationValues", "Opponent", "ReanalysableBuffer", "ReplayBuffer", "ReplayableEvaluator", "ResumableCollector", "ResumableVectorEnv",
+    "EnvSpec", "EvalVariantEnvSpec", "Evaluator", "FrameCallback", "FrameEnvSpec", "RenderableEnvSpec", "LearningPolicy", "ObservationValues", "Opponent", "ReanalysableBuffer", "ReplayBuffer", "ReplayableEvaluator", "RestartingVectorEnv", "ResumableCollector", "ResumableVectorEnv",
     "RoleSpec", "SearchCaches", "SequenceValues", "Simulator", "SimulatorEnvSpec", "SimulatorStep", "StepBatch", "SymmetricEnvSpec", "Symmetry", "TargetSpec", "TextGameEnvSpec",
     "Trainer", "Trajectory", "UpdateSchedule", "VectorEnv",
 ]

@@ -94,6 +94,20 @@ class ResumableVectorEnv(VectorEnv, Protocol):
 
 
 @runtime_checkable
+class RestartingVectorEnv(VectorEnv, Protocol):
+    """A vector env that may restart envs outside ``step`` and ``reset``: one whose envs run in
+    worker processes replaces a worker it finds lost while saving (``state_dict``).
+    :meth:`take_restarts` hands those rows over at once, so that what its caller saves next holds
+    them as the caller will go on with them (a resumed run then continues as the saving one)."""
+
+    def take_restarts(self) -> tuple[np.ndarray, StepBatch] | None:
+        """The rows restarted outside ``step``/``reset`` since the last call (None: none): their
+        env indices [R] and a batch of R rows, their new first states as ``reset`` gives them,
+        ``restarted`` counting each row's restarts. The next ``step`` no longer reports them (it
+        steps them as any row), and the next ``state_dict`` no longer marks them pending."""
+
+
+@runtime_checkable
 class EnvSpec(Protocol):
     """Built by the ``env`` component: what a policy needs to know and how to make envs."""
 

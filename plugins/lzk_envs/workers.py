@@ -10,9 +10,10 @@ raises): while the restarts in a row allow, a new worker starts those envs anew 
 seeds after the backoff (their running episodes are dropped, every row counted in
 ``StepBatch.restarted``); past that, or with ``max_restarts`` 0, the run ends with one line naming
 the worker's env indices (the last completed iteration stays resumable). A worker found lost
-while saving (``state_dict``: it died while the learner ran) is replaced the same way; the saved
-state holds the new envs and ``pending_restarts``, and the next step (or a resumed run's load)
-reports those rows as restarted. An env that *raises* is restarted inside its worker as
+while saving (``state_dict``: it died while the learner ran) is replaced the same way; its rows
+wait as pending restarts, which the episode player takes at once (:meth:`take_restarts`) before
+saving again; left pending, the state marks them (``pending_restarts``) and the next step (or a
+resumed run's load) reports them as restarted. An env that *raises* is restarted inside its worker as
 in-process.
 
 The results are the in-process vector env's, row for row: env i is seeded ``seed + i`` and its
@@ -400,11 +401,23 @@ class WorkerVectorEnv:
     def _hold(self, lost: dict[int, EnvError]) -> dict[int, Any]:
         """Workers lost while saving: replaced, their first states held for the next step, and
         the new workers' states answered."""
-        self._pending.update(self._replace(lost))
+        for k, batch in self._replace(lost).items():  # a share lost again before its rows were taken: both count
+            held = self._pending.get(k)
+            self._pending[k] = batch if held is None else replace(batch, restarted=batch.restarted + held.restarted)
         states, _, errors = self._exchange({k: ("state",) for k in lost}, keep_lost=False)
         if errors:
             raise errors[0]
         return states
+
+    def take_restarts(self) -> tuple[np.ndarray, StepBatch] | None:
+        """The rows of the workers replaced while saving (:class:`lzkernel.RestartingVectorEnv`):
+        env indices [R] and their first states; from now on they are stepped as any row."""
+        if not self._pending:
+            return None
+        ks = sorted(self._pending)
+        ids = np.concatenate([np.arange(self.parts[k][0], sum(self.parts[k])) for k in ks])
+        batch = join_batches([self._pending.pop(k) for k in ks])
+        return ids, batch
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
         self._pending.clear()

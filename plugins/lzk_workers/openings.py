@@ -109,7 +109,9 @@ class ResumableRandomOpenings(RandomOpenings):
             raise ValueError("env state was saved without random openings: it does not fit this vector env")
         set_generator_state(self.rng, meta["opening_rng"])
         self.opening_steps = int(meta["opening_steps"])
-        return self.venv.load_state_dict(meta["env"], arrays)
+        batch = self.venv.load_state_dict(meta["env"], arrays)
+        rows = np.flatnonzero(batch.abandoned())  # restarted while saved: new games, opened as in a step
+        return self._open(batch, rows) if len(rows) else batch
 
 
 def opening_moves_of(env_meta: dict[str, Any]) -> int:

@@ -30,8 +30,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, FrameWindow, ResumableVectorEnv, StepBatch,
-                      StopRequested, Trajectory, VectorEnv, encode_frames, progressed, sample_from_weights)
+from lzkernel import (ActingPolicy, ActResult, EnvSpec, FrameEnvSpec, FrameWindow, RestartingVectorEnv,
+                      ResumableVectorEnv, StepBatch, StopRequested, Trajectory, VectorEnv, encode_frames, progressed,
+                      sample_from_weights)
 
 
 def balanced_quotas(n: int, num_envs: int) -> np.ndarray:
@@ -417,6 +418,9 @@ class EpisodePlayer:
         if not isinstance(self.venv, ResumableVectorEnv):
             return {"started": False, "skipped": f"{type(self.venv).__name__} is not a ResumableVectorEnv"}, {}
         env_meta, env_arrays = self.venv.state_dict()
+        if isinstance(self.venv, RestartingVectorEnv) and (taken := self.venv.take_restarts()) is not None:
+            self._take_restarted(*taken)  # as the resumed run will go on with them
+            env_meta, env_arrays = self.venv.state_dict()  # now without them pending
         arrays = {f"env/{k}": v for k, v in env_arrays.items()}
         arrays.update(window=self.window.frames.copy(), timestep=self.timestep.copy())
         ids = [i for i, r in enumerate(self._records) if r is not None]
@@ -424,7 +428,8 @@ class EpisodePlayer:
             arrays["piece/env"] = np.array(ids, np.int64)
             packed = _PieceRecord.pack([self._records[i] for i in ids])  # type: ignore[misc]
             arrays.update({f"piece/{k}": v for k, v in packed.items()})
-        return {"started": True, "env": env_meta, "record": self.record}, arrays
+        return {"started": True, "env": env_meta, "record": self.record, "unreset": list(self._unreset),
+                "failures": self._failures}, arrays
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Continue from :meth:`state_dict` (a fresh player of the same env spec, size and seed).
@@ -445,15 +450,39 @@ class EpisodePlayer:
             pieces = _PieceRecord.unpack({k[6:]: v for k, v in arrays.items() if k.startswith("piece/")})
             for i, rec in zip(arrays["piece/env"].tolist(), pieces):
                 self._records[i] = rec
-        restarted = self._state.abandoned()  # envs restarted while the state was saved (an env worker lost)
-        if restarted.any():
-            ids = np.flatnonzero(restarted)
-            self._failures += int(self._state.restarted[ids].sum())
-            self.window.reset(ids, self._state.obs[ids])
-            self.timestep[ids] = 0
-            for i in ids:  # their pieces are dropped; new ones start at the new envs' first states
-                self._start(i, self._state, 0)
-            self._unreset = ids.tolist()  # policy.reset_envs at the next play
+        self._unreset = [int(i) for i in meta.get("unreset", [])]
+        self._failures = int(meta.get("failures", 0))
+        restarted = np.flatnonzero(self._state.abandoned())  # pending in the saved state (a venv saved alone)
+        if len(restarted):
+            self._restart_rows(restarted, self._state)
+
+    def _take_restarted(self, ids: np.ndarray, batch: StepBatch) -> None:
+        """Envs ``ids`` [R] were restarted outside a step (``batch``: their R first states): their
+        rows of the current state become those."""
+        state = self._state
+        assert state is not None
+        e = self.num_envs
+        rows = {f: getattr(state, f).copy() for f in ("obs", "legal", "to_play")}
+        for f, values in rows.items():
+            values[ids] = getattr(batch, f)
+        restarted = np.zeros(e, np.int64)
+        restarted[ids] = batch.restarted
+        self._state = StepBatch(**rows, reward=np.zeros(e, np.float32), terminated=np.zeros(e, bool),
+                                truncated=np.zeros(e, bool), final_obs=rows["obs"].copy(),
+                                episode_return=np.zeros(e, np.float32), episode_length=np.zeros(e, np.int64),
+                                states=None if state.states is None else list(state.states), restarted=restarted)
+        self._restart_rows(ids, self._state)
+
+    def _restart_rows(self, ids: np.ndarray, state: StepBatch) -> None:
+        """Envs ``ids`` start over at their rows of ``state`` (restarted, counted in its
+        ``restarted``): their pieces are dropped, new ones start there, and the policy resets
+        them at the next play."""
+        self._failures += int(state.restarted[ids].sum())
+        self.window.reset(ids, state.obs[ids])
+        self.timestep[ids] = 0
+        for i in ids:
+            self._start(int(i), state, 0)
+        self._unreset = sorted({*self._unreset, *(int(i) for i in ids)})
 
     def close(self) -> None:
         self.venv.close()

@@ -199,7 +199,7 @@ def test_a_worker_found_lost_while_saving_is_replaced_and_reported_at_the_next_s
     import gymnasium
     from lzk_envs.restarts import restart_seed
 
-    local, workers = _pair(restarts=EnvRestarts(1, 0.0))
+    local, workers = _pair(restarts=EnvRestarts(3, 0.0))
     local.close()
     try:
         workers.reset()
@@ -222,6 +222,15 @@ def test_a_worker_found_lost_while_saving_is_replaced_and_reported_at_the_next_s
             assert np.array_equal(resumed.step(np.zeros(5, np.int64)).obs, workers.step(np.zeros(5, np.int64)).obs)
         assert workers.state_dict()[0].get("pending_restarts") is None  # reported: none pending any more
         resumed.close()
+        # Lost twice before its rows were taken: both losses count; taken, they are no longer pending.
+        for _ in range(2):
+            os.kill(workers.workers[1].proc.pid, signal.SIGKILL)
+            meta, _ = workers.state_dict()
+        assert meta["pending_restarts"] == [0, 0, 0, 2, 2] and min(meta["restarts"]["in_a_row"][3:]) >= 2
+        ids, taken = workers.take_restarts()
+        assert ids.tolist() == [3, 4] and taken.restarted.tolist() == [2, 2] and taken.obs.shape == (2, 4)
+        assert workers.take_restarts() is None and workers.state_dict()[0].get("pending_restarts") is None
+        assert workers.step(np.zeros(5, np.int64)).restarted is None  # stepped as any row
     finally:
         workers.close()
 
@@ -244,9 +253,11 @@ class _PushLeft:
 
 
 def test_a_player_resumed_from_a_state_saved_across_a_lost_worker_restarts_its_rows() -> None:
-    """The player's checkpoint taken when a worker was found lost: resumed (in-process), the
-    restarted envs' pieces start at their new first states, the failures are counted once, the
-    policy resets those envs, and every piece played is one whole episode."""
+    """The player's checkpoint taken when a worker was found lost: the player takes the
+    restarted rows at once (RestartingVectorEnv), so the saving run and a run resumed from its
+    checkpoint (in-process) go on alike: the restarted envs' pieces start at their new first
+    states, the failures are counted once, the policy resets those envs, and both play the same
+    steps and pieces."""
     from lzk_workers.rollout import EpisodePlayer
 
     spec = dataclasses.replace(GymEnvSpec.probe("CartPole-v1"), restarts=EnvRestarts(1, 0.0))
@@ -258,6 +269,9 @@ def test_a_player_resumed_from_a_state_saved_across_a_lost_worker_restarts_its_r
         assert before[2:].sum() > 0  # the lost worker's envs hold a running piece
         os.kill(player.venv.workers[1].proc.pid, signal.SIGKILL)
         meta, arrays = player.state_dict()
+        assert "pending_restarts" not in meta["env"]  # the player took them before saving
+        live_policy = _PushLeft()
+        live = player.play_segments(live_policy, 7, n_segments=12)
     finally:
         player.close()
     resumed = EpisodePlayer(spec.make_vector(4, 3), spec, 1, mode="collect", record=True)
@@ -265,10 +279,38 @@ def test_a_player_resumed_from_a_state_saved_across_a_lost_worker_restarts_its_r
     resumed.load_state_dict(meta, arrays)
     assert resumed.timestep[2:].tolist() == [0, 0] and resumed.pending_transitions[2:].tolist() == [0, 0]
     assert resumed.pending_transitions[:2].tolist() == before[:2].tolist()  # the other share goes on
-    result = resumed.play(policy, np.array([1, 1, 1, 1]))
-    assert policy.resets[0] == [2, 3] and result.env_failures == 2
-    for piece in result.pieces:
-        assert piece.ended and len(piece.obs) == len(piece.actions) + 1
+    result = resumed.play_segments(policy, 7, n_segments=12)
+    assert policy.resets[0] == [2, 3] and live_policy.resets[0] == [2, 3] and result.env_failures == 2
+    assert (result.env_steps, result.env_failures) == (live.env_steps, live.env_failures)
+    assert [(len(p.actions), p.ended) for p in result.pieces] == [(len(p.actions), p.ended) for p in live.pieces]
+    for mine, theirs in zip(result.pieces, live.pieces):
+        assert all(np.array_equal(a, b) for a, b in zip(mine.obs, theirs.obs))
+    resumed.close()
+
+
+def test_random_openings_open_the_rows_a_resumed_load_reports_restarted() -> None:
+    """With random openings over env workers, a state saved across a lost worker (pending
+    restarts) resumes with the restarted rows opened, as the live run's next step opens them."""
+    from lzk_workers.openings import with_openings
+
+    spec = dataclasses.replace(GymEnvSpec.probe("CartPole-v1"), restarts=EnvRestarts(1, 0.0))
+    venv = with_openings(dataclasses.replace(spec, workers=2).make_vector(4, 3), 3, np.random.default_rng(0))
+    try:
+        venv.reset()
+        venv.step(np.zeros(4, np.int64))
+        os.kill(venv.venv.workers[1].proc.pid, signal.SIGKILL)
+        meta, arrays = venv.state_dict()
+    finally:
+        venv.close()
+    assert meta["env"]["pending_restarts"] == [0, 0, 1, 1]
+    resumed = with_openings(spec.make_vector(4, 3), 3, np.random.default_rng(1))
+    batch = resumed.load_state_dict(meta, arrays)
+    assert batch.restarted.tolist() == [0, 0, 1, 1]
+    saved = np.random.default_rng()
+    from lzkernel import set_generator_state
+
+    set_generator_state(saved, meta["opening_rng"])
+    assert resumed.rng.bit_generator.state != saved.bit_generator.state  # the restarted rows drew their openings
     resumed.close()
 
 
