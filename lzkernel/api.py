@@ -76,12 +76,8 @@ def _scrubbed() -> Iterator[None]:
         while e is not None and id(e) not in seen:  # the exception and its causes, as a traceback shows them
             seen.add(id(e))
             e.args = tuple(scrub(a) if isinstance(a, str) else a for a in e.args)
-            for name in ("problems", "details"):  # ConfigError's lines and its --traceback details
-                value = getattr(e, name, None)
-                if isinstance(value, str):
-                    setattr(e, name, scrub(value))
-                elif isinstance(value, list):
-                    setattr(e, name, [scrub(v) if isinstance(v, str) else v for v in value])
+            if isinstance(e, ConfigError):  # its lines, and the details --traceback shows
+                e.problems, e.details = [scrub(line) for line in e.problems], scrub(e.details)
             e = e.__cause__ or e.__context__
         raise
 
@@ -145,7 +141,11 @@ def _train(config: str | Path | Mapping[str, Any], overrides: Sequence[str], out
     else:
         resolved = load_config(config, overrides, kernel.registry)
         head = ["lzkernel", "run", str(config)]
-    options = [*(x for p in plugins for x in ("-p", p)), *(["--disable-plugin-autoload"] if autoload is False else []),
+    from argparse import Namespace
+
+    from lzkernel.cli import plugin_argv
+
+    options = [*plugin_argv(Namespace(plugins=list(plugins), disable_plugin_autoload=autoload is False)),
                *(["--resume", resume] if resume is not None else [])]
     check_unredacted(resolved.to_dict(), f"the config {config if not isinstance(config, Mapping) else '(a mapping)'}")
     kernel.hook.lzkernel_configure(config=resolved.to_dict())

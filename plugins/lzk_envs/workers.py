@@ -251,11 +251,14 @@ class WorkerVectorEnv:
         return ("init", self.spec, count, self.seed, first, remembered())
 
     def _exchange(self, requests: dict[int, tuple[Any, ...]], timeout: float | None = None, *what: str,
-                  keep_lost: bool = True) -> tuple[dict[int, Any], dict[int, EnvError], list[Exception]]:
+                  keep_lost: bool = True) -> tuple[dict[int, Any], dict[int, EnvError]]:
         """Send worker k ``requests[k]`` for each k, then collect the answers (the workers work
-        meanwhile): ``(answers, lost, errors)``: the answers by k; the workers that died or hung
-        (each killed), with the error that says so; the errors the others reported, in order.
-        Without ``keep_lost`` the first loss is raised at once (the others are killed when closing)."""
+        meanwhile): ``(answers, lost)``: the answers by k, and the workers that died or hung (each
+        killed) with the error that says so. An error a worker reported is raised once every
+        answer is in (no worker is left owing one). Without ``keep_lost`` the first loss is
+        raised at once (the others are killed when closing)."""
+        if not self.workers:
+            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
         answers: dict[int, Any] = {}
         lost: dict[int, EnvError] = {}
         errors: list[Exception] = []
@@ -279,15 +282,15 @@ class WorkerVectorEnv:
                     lost[k] = exc
                 else:
                     raise
-        return answers, lost, errors
+        if errors:
+            raise errors[0]
+        return answers, lost
 
     def _all(self, requests: list[tuple[Any, ...]], timeout: float | None = None, *what: str,
              replace_lost: bool = False, on_lost: Callable[[dict[int, EnvError]], dict[int, Any]] | None = None
              ) -> list[Any]:
         """Send each worker its request, then collect the answers (the workers work meanwhile):
         :meth:`_answers` for every worker, in worker order."""
-        if not self.workers:
-            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
         answers = self._answers(dict(enumerate(requests)), timeout, *what, replace_lost=replace_lost, on_lost=on_lost)
         return [answers[k] for k in range(len(self.workers))]
 
@@ -296,12 +299,10 @@ class WorkerVectorEnv:
                  ) -> dict[int, Any]:
         """Worker k's answer to ``requests[k]``, by k. A worker that died or hung ends the call
         (the others are killed when closing), unless ``replace_lost`` and ``env.max_restarts``
-        allow: then ``on_lost`` (default :meth:`_replace`) answers for the lost workers. Else an
-        error a worker reported is raised once every answer is in."""
+        allow: then ``on_lost`` (default :meth:`_replace`) answers for the lost workers. An error
+        a worker reported is raised once every answer is in."""
         replace_lost = replace_lost and self.spec.restarts.max_restarts > 0
-        answers, lost, errors = self._exchange(requests, timeout, *what, keep_lost=replace_lost)
-        if errors:
-            raise errors[0]
+        answers, lost = self._exchange(requests, timeout, *what, keep_lost=replace_lost)
         if lost:
             answers.update((on_lost or self._replace)(lost))
         return answers
@@ -335,14 +336,10 @@ class WorkerVectorEnv:
             pause(wait)
             for k in lost:
                 self.workers[k] = _Worker(*self.parts[k], replaces=self.workers[k].proc.pid)
-            _, again, errors = self._exchange({k: self._init(k) for k in lost}, INIT_TIMEOUT_S,
-                                              "did not make its envs within {t:g} s")
-            if errors:
-                raise errors[0]
-            started, lost_starting, errors = self._exchange({k: ("restart", books[k].state(), losses[k]) for k in lost
-                                                            if k not in again})
-            if errors:
-                raise errors[0]
+            _, again = self._exchange({k: self._init(k) for k in lost}, INIT_TIMEOUT_S,
+                                      "did not make its envs within {t:g} s")
+            started, lost_starting = self._exchange({k: ("restart", books[k].state(), losses[k]) for k in lost
+                                                     if k not in again})
             for k in started:  # the counts with the loss, whichever call reports these rows
                 self.books[k] = self.workers[k].book or self.books[k]
             answers.update(started)
@@ -376,8 +373,6 @@ class WorkerVectorEnv:
         actions, active = check_step_args(f"gymnasium env {self.env_id!r}", self.num_envs, actions, active)
         requests = {k: ("step", actions[a:a + n], active[a:a + n]) for k, (a, n) in enumerate(self.parts)
                     if k not in self._pending}
-        if not self.workers:
-            raise RuntimeError(f"gymnasium env {self.env_id!r}: the env workers were closed")
         answers = self._answers(requests, replace_lost=True)
         answers.update(self._pending)
         self._pending.clear()
@@ -404,10 +399,7 @@ class WorkerVectorEnv:
         for k, batch in self._replace(lost).items():  # a share lost again before its rows were taken: both count
             held = self._pending.get(k)
             self._pending[k] = batch if held is None else replace(batch, restarted=batch.restarted + held.restarted)
-        states, _, errors = self._exchange({k: ("state",) for k in lost}, keep_lost=False)
-        if errors:
-            raise errors[0]
-        return states
+        return self._exchange({k: ("state",) for k in lost}, keep_lost=False)[0]
 
     def take_restarts(self) -> tuple[np.ndarray, StepBatch] | None:
         """The rows of the workers replaced while saving (:class:`lzkernel.RestartingVectorEnv`):

@@ -18,6 +18,7 @@ from lzkernel import ConfigError
 from lzk_envs.gym import EnvError, GymEnvSpec
 from lzk_envs.restarts import EnvRestarts
 from lzk_envs.workers import shares
+from test_env_restarts import _Policy as _FirstAction  # action 0 always; records reset_envs
 
 _MODULE = '''
 import os, time
@@ -235,23 +236,6 @@ def test_a_worker_found_lost_while_saving_is_replaced_and_reported_at_the_next_s
         workers.close()
 
 
-class _PushLeft:
-    """Action 0 always (CartPole episodes of ~10 steps); records reset_envs."""
-
-    def __init__(self) -> None:
-        self.resets: list[list[int]] = []
-
-    def act(self, obs: np.ndarray, legal: np.ndarray, to_play: np.ndarray, **_: object) -> object:
-        from lzkernel import ActResult
-
-        b = len(obs)
-        return ActResult(np.zeros(b, np.int64), np.tile(np.float32([1, 0]), (b, 1)), np.zeros(b, np.float32),
-                         np.zeros(b, np.float32), None)
-
-    def reset_envs(self, env_ids: list[int], mode: str) -> None:
-        self.resets.append(list(env_ids))
-
-
 def test_a_player_resumed_from_a_state_saved_across_a_lost_worker_restarts_its_rows() -> None:
     """The player's checkpoint taken when a worker was found lost: the player takes the
     restarted rows at once (RestartingVectorEnv), so the saving run and a run resumed from its
@@ -263,19 +247,19 @@ def test_a_player_resumed_from_a_state_saved_across_a_lost_worker_restarts_its_r
     spec = dataclasses.replace(GymEnvSpec.probe("CartPole-v1"), restarts=EnvRestarts(1, 0.0))
     player = EpisodePlayer(dataclasses.replace(spec, workers=2).make_vector(4, 3), spec, 1, mode="collect", record=True)
     try:
-        player.play(_PushLeft(), np.array([1, 1, 1, 1]))
-        player.play_segments(_PushLeft(), 50, n_segments=0, n_episode=1)  # stops with the others mid-episode
+        player.play(_FirstAction(), np.array([1, 1, 1, 1]))
+        player.play_segments(_FirstAction(), 50, n_segments=0, n_episode=1)  # stops with the others mid-episode
         before = player.pending_transitions.copy()
         assert before[2:].sum() > 0  # the lost worker's envs hold a running piece
         os.kill(player.venv.workers[1].proc.pid, signal.SIGKILL)
         meta, arrays = player.state_dict()
         assert "pending_restarts" not in meta["env"]  # the player took them before saving
-        live_policy = _PushLeft()
+        live_policy = _FirstAction()
         live = player.play_segments(live_policy, 7, n_segments=12)
     finally:
         player.close()
     resumed = EpisodePlayer(spec.make_vector(4, 3), spec, 1, mode="collect", record=True)
-    policy = _PushLeft()
+    policy = _FirstAction()
     resumed.load_state_dict(meta, arrays)
     assert resumed.timestep[2:].tolist() == [0, 0] and resumed.pending_transitions[2:].tolist() == [0, 0]
     assert resumed.pending_transitions[:2].tolist() == before[:2].tolist()  # the other share goes on
