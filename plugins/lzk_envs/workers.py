@@ -9,8 +9,9 @@ reset counts as a failure of each of the worker's envs (``env.max_restarts``, as
 raises): while the restarts in a row allow, a new worker starts those envs anew from their restart
 seeds after the backoff (their running episodes are dropped, every row counted in
 ``StepBatch.restarted``); past that, or with ``max_restarts`` 0, the run ends with one line naming
-the worker's env indices (the last completed iteration stays resumable). A worker found lost
-while saving (``state_dict``: it died while the learner ran) is replaced the same way; its rows
+the worker's env indices (the last completed iteration stays resumable). A worker lost while
+loading a resumed run's state is replaced too, its envs started anew instead of restored. A
+worker found lost while saving (``state_dict``: it died while the learner ran) is replaced the same way; its rows
 wait as pending restarts, which the episode player takes at once (:meth:`take_restarts`) before
 saving again; left pending, the state marks them (``pending_restarts``) and the next step (or a
 resumed run's load) reports them as restarted. An env that *raises* is restarted inside its worker as
@@ -412,13 +413,25 @@ class WorkerVectorEnv:
         return ids, batch
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepBatch:
+        """As :meth:`GymVectorEnv.load_state_dict`. A worker that dies or hangs while loading
+        (its envs' replay crashed it) is replaced as in a step while ``env.max_restarts`` allows,
+        counted from the saved restart counts: its envs start anew from their restart seeds
+        instead of their saved states, and every row of the share is reported restarted, with
+        the restarts the state still held pending."""
         self._pending.clear()
         parts = split_state(meta, arrays, self.parts)  # a long replay sends signs of progress: step_timeout_s applies
-        batch = join_batches(self._all([("load", m, a) for m, a in parts]))
         for k, (part, _) in enumerate(parts):
             if part.get("restarts") is not None:  # else saved before restarts existed: none happened
                 self.books[k] = part["restarts"]
-        return batch
+
+        def lost_loading(lost: dict[int, EnvError]) -> dict[int, StepBatch]:
+            started = self._replace(lost)
+            for k, batch in started.items():
+                held = np.asarray(parts[k][0].get("pending_restarts", np.zeros(self.parts[k][1])), np.int64)
+                started[k] = replace(batch, restarted=batch.restarted + held)
+            return started
+
+        return join_batches(self._all([("load", m, a) for m, a in parts], replace_lost=True, on_lost=lost_loading))
 
     def close(self) -> None:
         for worker in self.workers:

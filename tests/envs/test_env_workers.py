@@ -298,6 +298,56 @@ def test_random_openings_open_the_rows_a_resumed_load_reports_restarted() -> Non
     resumed.close()
 
 
+@pytest.mark.parametrize("max_restarts", [0, 2])
+def test_a_worker_lost_while_loading_is_replaced_and_its_rows_start_anew(max_restarts: int,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """A resumed run's load hangs one worker (its env's replay): the worker is killed after the
+    step timeout and, while restarts are allowed, replaced: its envs start from their restart
+    seeds and are reported restarted, the other share is restored as saved, and the two shares
+    then step as any rows; with max_restarts 0 the load ends with the worker named."""
+    import gymnasium
+    from lzk_envs.restarts import restart_seed
+
+    fault = str(Path(__file__).resolve().parents[1] / "fault")  # lzk_fault_envs' HangCartPole-v0
+    monkeypatch.syspath_prepend(fault)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([fault, *sys.path]))
+    flag = tmp_path / "hang"
+    monkeypatch.setenv("LZK_HANG_RESET_FLAG", str(flag))
+    monkeypatch.delenv("LZK_HANG_RANK", raising=False)
+    spec = dataclasses.replace(GymEnvSpec.probe("lzk_fault_envs:HangCartPole-v0"), workers=2, step_timeout_s=1.0,
+                               restarts=EnvRestarts(max_restarts, 0.0))
+    saving = spec.make_vector(4, 5)
+    try:
+        saving.reset()
+        for _ in range(3):
+            saved = saving.step(np.zeros(4, np.int64))
+        meta, arrays = saving.state_dict()
+    finally:
+        saving.close()
+    resumed = spec.make_vector(4, 5)
+    try:
+        flag.touch()  # the first worker to reset an env in its replay hangs there
+        if max_restarts == 0:
+            with pytest.raises(EnvError, match=r"env worker \d+ \(env indices (0\.\.1|2\.\.3)\) did not answer within 1 s"):
+                resumed.load_state_dict(meta, arrays)
+            return
+        batch = resumed.load_state_dict(meta, arrays)
+        assert not flag.exists() and batch.restarted is not None
+        lost = np.flatnonzero(batch.restarted)
+        assert batch.restarted.tolist() in ([1, 1, 0, 0], [0, 0, 1, 1])
+        kept = np.flatnonzero(batch.restarted == 0)
+        assert np.array_equal(batch.obs[kept], saved.obs[kept])  # the other share restored as saved
+        for i in lost:  # started anew from restart 1's seed, not replayed
+            fresh = gymnasium.make("CartPole-v0")
+            assert np.array_equal(batch.obs[i], fresh.reset(seed=restart_seed(5, int(i), 1))[0].astype(np.float32))
+        assert [resumed.books[k]["in_a_row"] for k in range(2)] == [batch.restarted[:2].tolist(), batch.restarted[2:].tolist()]
+        after = resumed.step(np.zeros(4, np.int64))
+        assert after.restarted is None and after.obs.shape == (4, 4)
+    finally:
+        resumed.close()
+
+
 @pytest.mark.parametrize("max_restarts", [1, 3])
 def test_a_replacement_that_hangs_is_one_more_failure_in_a_row(max_restarts: int, monkeypatch: pytest.MonkeyPatch,
                                                                tmp_path: Path) -> None:

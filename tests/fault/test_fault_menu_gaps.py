@@ -164,6 +164,18 @@ def test_a3_a_hung_env_worker_is_killed_and_its_envs_restart_in_a_new_one(tmp_pa
     failures = [r[k] for r in records for k in ("collect/env_failures", "eval/env_failures") if k in r]
     assert failures == [1.0], failures
     assert max(r["train_iter"] for r in records) == 30
+    # Resumed, a worker hangs while replaying its envs' saved state (the first reset of the
+    # load): it too is replaced, its envs start anew, and the run goes on to its new end.
+    reset_flag = tmp_path / "hang-reset"
+    reset_flag.touch()
+    proc = lzk([*args, "run.max_train_iters=40", "--resume", "auto"], tmp_path,
+               fault_env(LZK_HANG_RESET_FLAG=str(reset_flag)), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not reset_flag.exists()
+    assert "starting a new worker for its envs" in proc.stderr, proc.stderr[-3000:]
+    records = read_metrics(tmp_path / "out")
+    assert max(r["train_iter"] for r in records) == 40
+    assert sum(r[k] for r in records for k in ("collect/env_failures", "eval/env_failures") if k in r) == 2.0
 
 
 # ---------------------------------------------------------------------------------------------
