@@ -11,6 +11,7 @@
     agent.reset()                                                # an episode starts
     obs, reward, terminated, truncated, _ = env.step(agent.act(obs))
     report = api.evaluate(result.run_dir, episodes=10)           # what `lzkernel eval` prints
+    reports = [api.evaluate(r) for r in api.runs("runs/sweep")]  # a sweep's runs, one by one
 
 :func:`train` is ``lzkernel run`` in this process: the same config checks (a config file, or a
 mapping of the same shape), run directory, checkpoints, metrics and resume (``resume="auto"``);
@@ -289,6 +290,23 @@ class Agent:
         return mask
 
 
+def runs(target: str | Path) -> list[Path]:
+    """The run directories in ``target``: a sweep's runs (``--seeds``/``--grid``), in the order
+    they ran, else ``[target]`` itself: what ``lzkernel eval``/``status``/``plot`` expand a
+    sweep's directory to. ``[api.evaluate(r) for r in api.runs(sweep)]`` evaluates a sweep."""
+    from lzkernel.sweep import sweep_runs
+
+    return sweep_runs(Path(target)) or [Path(target)]
+
+
+def _one_run(target: str | Path, call: str) -> None:
+    """A sweep's directory given where one run is expected: the ConfigError that says what to do."""
+    found = runs(target)
+    if found != [Path(target)]:
+        raise ConfigError(f"{target} is a sweep's directory ({len(found)} runs): {call} takes one run's; "
+                          f"loop over lzkernel.api.runs({str(target)!r}), e.g. {found[0]}")
+
+
 def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[str] = (), num_envs: int = 1,
          plugins: Sequence[str] = (), autoload: bool | None = None) -> Agent:
     """The :class:`Agent` of a run directory's ``checkpoint`` (``last``, ``best`` or a path), or
@@ -296,6 +314,7 @@ def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[st
     (e.g. ``policy.eval_num_simulations=100``)."""
     from lzkernel.evaluate import load_policy
 
+    _one_run(target, "load")
     with _scrubbed():
         loaded = load_policy(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides)
     return Agent(loaded.policy, loaded.env_spec, num_envs=num_envs, config=loaded.config, checkpoint=loaded.checkpoint)
@@ -314,6 +333,7 @@ def evaluate(target: str | Path, *, checkpoint: str = "last", overrides: Sequenc
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
     if video is None and video_episodes != 1:
         raise ConfigError(f"video_episodes {video_episodes} needs video (a .mp4 or .gif path)")
+    _one_run(target, "evaluate")
     with _scrubbed():
         return run_evaluation(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides,
                               episodes=episodes, seed=seed, video=None if video is None else str(video),

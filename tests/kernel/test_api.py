@@ -66,6 +66,21 @@ def test_train_resume_load_act_and_evaluate(tmp_path: Path) -> None:
     report = api.evaluate(result.run_dir, episodes=3, seed=1)
     assert report["metrics"]["eval/episodes"] == 3 and report["train_iter"] == 30
 
+    # A sweep's directory (seed_<S> runs): runs() lists them for a loop; load/evaluate take one run.
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    for seed in (1, 0):
+        shutil.copytree(result.run_dir, sweep / f"seed_{seed}")
+    assert api.runs(sweep) == [sweep / "seed_0", sweep / "seed_1"] and api.runs(result.run_dir) == [result.run_dir]
+    for call in (api.evaluate, api.load):
+        with pytest.raises(ConfigError, match=r"sweep's directory \(2 runs\): .* takes one run's; loop over "
+                                              r"lzkernel\.api\.runs"):
+            call(sweep)
+    reports = [api.evaluate(r, episodes=2, seed=1) for r in api.runs(sweep)]
+    assert [r["metrics"]["eval/episodes"] for r in reports] == [2, 2]
+    assert reports[0]["metrics"]["eval/return_mean"] == reports[1]["metrics"]["eval/return_mean"]  # the same weights, seed
+
 
 def test_train_from_a_mapping_which_stays_unchanged_and_config_errors_raise(tmp_path: Path) -> None:
     from lzkernel.config.loader import load_tree
