@@ -299,12 +299,16 @@ def runs(target: str | Path) -> list[Path]:
     return sweep_runs(Path(target)) or [Path(target)]
 
 
-def _one_run(target: str | Path, call: str) -> None:
-    """A sweep's directory given where one run is expected: the ConfigError that says what to do."""
+def _one_run(target: str | Path, call: str) -> str | Path:
+    """``target``, or the one run of a sweep's directory holding one run (as ``lzkernel eval``
+    takes it); a sweep's directory with several runs is the ConfigError that says what to do."""
     found = runs(target)
-    if found != [Path(target)]:
-        raise ConfigError(f"{target} is a sweep's directory ({len(found)} runs): {call} takes one run's; "
-                          f"loop over lzkernel.api.runs({str(target)!r}), e.g. {found[0]}")
+    if found == [Path(target)]:
+        return target
+    if len(found) == 1:
+        return found[0]
+    raise ConfigError(f"{target} is a sweep's directory ({len(found)} runs): {call} takes one run's; "
+                      f"loop over lzkernel.api.runs({str(target)!r}), e.g. {found[0]}")
 
 
 def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[str] = (), num_envs: int = 1,
@@ -314,7 +318,7 @@ def load(target: str | Path, *, checkpoint: str = "last", overrides: Sequence[st
     (e.g. ``policy.eval_num_simulations=100``)."""
     from lzkernel.evaluate import load_policy
 
-    _one_run(target, "load")
+    target = _one_run(target, "load")
     with _scrubbed():
         loaded = load_policy(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides)
     return Agent(loaded.policy, loaded.env_spec, num_envs=num_envs, config=loaded.config, checkpoint=loaded.checkpoint)
@@ -333,7 +337,7 @@ def evaluate(target: str | Path, *, checkpoint: str = "last", overrides: Sequenc
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
     if video is None and video_episodes != 1:
         raise ConfigError(f"video_episodes {video_episodes} needs video (a .mp4 or .gif path)")
-    _one_run(target, "evaluate")
+    target = _one_run(target, "evaluate")
     with _scrubbed():
         return run_evaluation(_kernel(plugins, autoload), str(target), checkpoint=checkpoint, overrides=overrides,
                               episodes=episodes, seed=seed, video=None if video is None else str(video),

@@ -276,7 +276,11 @@ def sweep_runs(path: Path) -> list[Path]:
     if (path / SWEEP_FILE).is_file():
         from lzkernel.rundir import LOCK_NAME
 
-        listed = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))["runs"]
+        try:
+            listed = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))["runs"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path / SWEEP_FILE}: not a sweep's record (a JSON object with a list 'runs'): "
+                              f"{type(exc).__name__}: {exc}") from None
         # a run that is starting holds its lock before it writes config.yaml
         return [path / rel for rel in listed if (path / rel / "config.yaml").is_file() or (path / rel / LOCK_NAME).is_file()]
     return seed_dirs(path)

@@ -80,6 +80,12 @@ def test_train_resume_load_act_and_evaluate(tmp_path: Path) -> None:
     reports = [api.evaluate(r, episodes=2, seed=1) for r in api.runs(sweep)]
     assert [r["metrics"]["eval/episodes"] for r in reports] == [2, 2]
     assert reports[0]["metrics"]["eval/return_mean"] == reports[1]["metrics"]["eval/return_mean"]  # the same weights, seed
+    shutil.rmtree(sweep / "seed_1")  # a sweep of one run is taken as that run, as lzkernel eval takes it
+    alone = api.evaluate(sweep, episodes=2, seed=1)["metrics"]
+    assert alone["eval/return_mean"] == reports[0]["metrics"]["eval/return_mean"] and alone["eval/episodes"] == 2
+    (sweep / "sweep.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"sweep\.json: not a sweep's record"):
+        api.runs(sweep)
 
 
 def test_train_from_a_mapping_which_stays_unchanged_and_config_errors_raise(tmp_path: Path) -> None:
