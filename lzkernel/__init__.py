@@ -14,6 +14,7 @@ from lzkernel.hookspecs import hookimpl, hookspec
 from lzkernel.sampling import masked_softmax_weights, sample_from_weights, uniform_legal
 from lzkernel.seeding import generator_state, set_generator_state
 from lzkernel.watchdog import progressed
+from lzkernel.roles.env import make_checked_vector
 from lzkernel.roles import (
     ROLE_TABLE,
     ActingPolicy,
@@ -111,6 +112,7 @@ __all__ = [
     "encode_frames",
     "gather_ints",
     "generator_state",
+    "make_checked_vector",
     "masked_softmax_weights",
     "progressed",
     "sample_from_weights",

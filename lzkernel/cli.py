@@ -26,7 +26,7 @@ from typing import Sequence
 
 from lzkernel import __version__
 from lzkernel.config.redact import ScrubFilter, check_unredacted, scrub
-from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError
+from lzkernel.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, PluginError, error_line
 from lzkernel.play import add_parser as add_play_parser, command as play_command
 
 TRACEBACK_ENV = "LZKERNEL_TRACEBACK"
@@ -204,7 +204,7 @@ def _report_failure(exc: BaseException, run: object) -> int:
             ErrorHandler().record_exception(exc)
         except Exception:  # noqa: BLE001 - reporting must not mask the error
             pass
-    print(scrub(f"lzkernel: error: rank {rank}: {type(exc).__name__}: {exc}"), file=sys.stderr, flush=True)
+    print(scrub(f"lzkernel: error: rank {rank}: {error_line(exc)}"), file=sys.stderr, flush=True)
     return EXIT_FAILURE
 
 

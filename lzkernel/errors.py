@@ -46,6 +46,25 @@ class CheckpointError(LzkernelError):
     """A checkpoint is missing, incomplete, corrupt or incompatible."""
 
 
+#: How the note that names the plugin an exception came from starts (:func:`name_origin`).
+ORIGIN_NOTE = "raised by "
+
+
+def name_origin(exc: BaseException, where: str) -> None:
+    """Note on ``exc`` which plugin's code raised it (``where``, e.g. "evaluator 'x' (plugin 'y')
+    while being built"). The innermost naming wins: a component built inside another's factory
+    is the one named. :func:`error_line` shows it."""
+    if not any(n.startswith(ORIGIN_NOTE) for n in getattr(exc, "__notes__", ())):
+        exc.add_note(ORIGIN_NOTE + where)
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: message`` of a run's error, with the plugin that raised it where known: the text
+    of the CLI's last error line and of ``summary.json``'s ``error``."""
+    origin = [n for n in getattr(exc, "__notes__", ()) if n.startswith(ORIGIN_NOTE)]
+    return f"{type(exc).__name__}: {exc}" + (f" ({origin[0]})" if origin else "")
+
+
 def storage_error(exc: BaseException) -> OSError | None:
     """The OSError behind ``exc`` (itself, its cause or its context) that says a path cannot be
     written (:data:`STORAGE_ERRNOS`), or None."""

@@ -99,6 +99,25 @@ def _episode_override(options: Any, episodes: int) -> str:
                       "set its options with overrides instead")
 
 
+def _missing_plugins(kernel: Any, ckpt: Path) -> str:
+    """What the checkpoint's run had loaded (its meta's ``versions``) that is not loaded now, and
+    how to load it: ``"my_env is not loaded now (add -p my_env); "``; "" when none or unknown.
+    A plugin blocked with ``-p no:NAME`` is named as blocked."""
+    try:
+        plugins = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))["versions"]["plugins"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    gone = sorted(name for name in plugins if name not in kernel.infos)
+    if not gone:
+        return ""
+    blocked = [n for n in gone if n in kernel.blocked]
+    absent = [n for n in gone if n not in kernel.blocked]
+    parts = [f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not loaded now (add "
+             + " ".join(f"-p {n}" for n in absent) + ")"] if absent else []
+    parts += [f"{', '.join(blocked)} {'is' if len(blocked) == 1 else 'are'} blocked (-p no:...)"] if blocked else []
+    return "; ".join(parts) + "; "
+
+
 def checkpoint_config(kernel: Any, ckpt: Path, overrides: Sequence[str]) -> Any:
     """The config a checkpoint was written with, plus ``overrides``, validated against the
     plugins installed now."""
@@ -113,8 +132,8 @@ def checkpoint_config(kernel: Any, ckpt: Path, overrides: Sequence[str]) -> Any:
     try:
         config = load_config(ckpt / "config.yaml", list(overrides), kernel.registry)
     except ConfigError as exc:
-        raise ConfigError(f"{exc} (the run's config needs the plugins it was trained with: see `lzkernel plugins`)",
-                          getattr(exc, "problems", None)) from None
+        raise ConfigError(f"{exc} (the run's config needs the plugins it was trained with: "
+                          f"{_missing_plugins(kernel, ckpt)}see `lzkernel plugins`)", exc.problems) from None
     try:  # a secret the run did not write: only a problem where the evaluation uses it (an env's key)
         check_unredacted(config.to_dict(), f"checkpoint {ckpt}'s config")
     except ConfigError as exc:
@@ -224,11 +243,21 @@ def evaluate(kernel: Any, target: str, *, checkpoint: str = "last", overrides: S
 def summary(report: dict[str, Any]) -> list[str]:
     """The lines ``lzkernel eval`` prints."""
     m = report["metrics"]
+    played = [f"{int(m['eval/episodes'])} episodes"] if "eval/episodes" in m else []
+    if "eval/episode_length_mean" in m:
+        played.append(f"mean length {m['eval/episode_length_mean']:.1f}")
     lines = [f"checkpoint {report['checkpoint']} (train_iter {report['train_iter']}, env_steps {report['env_steps']})",
-             f"evaluation {report['evaluation_index']} (run seed {report['seed']}): {int(m.get('eval/episodes', 0))} "
-             f"episodes, mean length {m.get('eval/episode_length_mean', math.nan):.1f}",
-             "return mean {:.3f}  std {:.3f}  min {:.3f}  max {:.3f}".format(
-                 *(m.get(f"eval/return_{k}", math.nan) for k in ("mean", "std", "min", "max")))]
+             f"evaluation {report['evaluation_index']} (run seed {report['seed']})" + (": " if played else "")
+             + ", ".join(played),
+             "return " + "  ".join(f"{k} {m[f'eval/return_{k}']:.3f}" for k in ("mean", "std", "min", "max")
+                                   if f"eval/return_{k}" in m)]
+    # A third-party evaluator's own scalars (eval/success_rate, ...), after the common ones.
+    common = {"eval/episodes", "eval/episode_length_mean", "eval/index", "eval/seconds", "eval/env_failures",
+              *(f"eval/return_{k}" for k in ("mean", "std", "min", "max"))}
+    own = sorted(k for k in m if k.startswith("eval/") and k not in common and not k.startswith("eval/vs_")
+                 and isinstance(m[k], (int, float)))
+    if own:
+        lines.append("  ".join(f"{k[len('eval/'):]} {m[k]:.4g}" for k in own))
     rates = sorted(k for k in m if k.startswith("eval/vs_") and k.count("/") == 2 and k.endswith("win_rate"))
     for key in rates:
         who = key[len("eval/vs_"):-len("/win_rate")]

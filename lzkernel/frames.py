@@ -44,19 +44,27 @@ class FrameWindow:
     [S*C, H, W]). At an episode start the first frame fills the whole window.
     """
 
-    def __init__(self, num_envs: int, obs_shape: tuple[int, ...], stack: int) -> None:
+    def __init__(self, num_envs: int, obs_shape: tuple[int, ...], stack: int, who: str = "observations") -> None:
         if stack < 1:
             raise ValueError(f"frame_stack must be >= 1, got {stack}")
         self.stack = stack
         self.obs_shape = obs_shape
+        self.who = who  # what the shape error names (an env's id)
         self.frames = np.zeros((num_envs, stack, *obs_shape), np.float32)  # [E, S, *O]
+
+    def _check(self, obs: np.ndarray) -> None:
+        if tuple(obs.shape[1:]) != tuple(self.obs_shape):
+            raise ValueError(f"{self.who} have shape {tuple(obs.shape[1:])} where the env spec declares obs_shape "
+                             f"{tuple(self.obs_shape)}")
 
     def reset(self, ids: np.ndarray, obs: np.ndarray) -> None:
         """Envs ``ids`` [B] start an episode at ``obs`` [B, *O]."""
+        self._check(obs)
         self.frames[ids] = obs[:, None]
 
     def push(self, ids: np.ndarray, obs: np.ndarray) -> None:
         """Envs ``ids`` [B] moved on to ``obs`` [B, *O]: drop the oldest frame."""
+        self._check(obs)
         window = self.frames[ids]  # a copy (fancy indexing), so the shift cannot alias
         window[:, :-1] = window[:, 1:]
         window[:, -1] = obs

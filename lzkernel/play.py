@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from lzkernel.errors import ConfigError
-from lzkernel.roles.env import TextGameEnvSpec
+from lzkernel.roles.env import TextGameEnvSpec, make_checked_vector
 
 SIDES = ("alternate", "first", "second")
 QUIT = ("q", "quit", "exit")
@@ -166,7 +166,7 @@ def play(kernel: Any, target: str, *, checkpoint: str = "last", overrides: Seque
         raise ConfigError(f"the policy of {loaded.checkpoint} stacks {policy.target_spec.frame_stack} observations; "
                           "lzkernel play supports 1")
     sim = spec.make_simulator()
-    venv = spec.make_vector(1, int(loaded.config.run.seed))
+    venv = make_checked_vector(spec, 1, int(loaded.config.run.seed))
     start = venv.reset().states[0]  # the game's first position (a SimulatorEnvSpec's envs give states)
     venv.close()
     results = {"win": 0, "draw": 0, "loss": 0, "played": 0}

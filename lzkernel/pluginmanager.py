@@ -54,7 +54,7 @@ class PluginInfo:
     module: str
     dist: str | None = None
     version: str | None = None
-    source: str = "entry point"  # "entry point", "-p" or "object"
+    source: str = "entry point"  # "entry point", "-p", "LZKERNEL_PLUGINS" or "object"
     file: str | None = None
 
 
@@ -69,7 +69,7 @@ class LoadError:
     traceback: str = field(default="", repr=False)
     #: What the entry point names (``pkg.module`` or ``pkg.module:attr``), or the ``-p`` module.
     target: str | None = None
-    source: str = "entry point"  # "entry point", "-p" or "object"
+    source: str = "entry point"  # "entry point", "-p", "LZKERNEL_PLUGINS" or "object"
     #: What went wrong, as the message's verb phrase.
     stage: str = "failed to load"
 
@@ -95,7 +95,8 @@ def _block_matches(block: str, name: str, module: str, dist_name: str | None) ->
 
 def skip_hint(errors: Sequence[LoadError]) -> str:
     """How to run without the plugins of ``errors``: ``-p no:NAME`` for an entry point, leaving
-    out ``-p NAME`` for a module asked for on the command line."""
+    out ``-p NAME`` for a module asked for on the command line, or dropping it from
+    ``LZKERNEL_PLUGINS``."""
     parts = []
     entry = [e.name for e in errors if e.source == "entry point"]
     if entry:
@@ -104,6 +105,9 @@ def skip_hint(errors: Sequence[LoadError]) -> str:
     asked = [e.name for e in errors if e.source == "-p"]
     if asked:
         parts.append(f"drop {' '.join(f'-p {n}' for n in asked)}")
+    named = [e.name for e in errors if e.source == PLUGINS_ENV]
+    if named:
+        parts.append(f"remove {', '.join(named)} from {PLUGINS_ENV}")
     return "; ".join(parts) or "fix the plugin"
 
 
@@ -138,7 +142,9 @@ class Kernel:
                 self.block(arg[3:])
             else:
                 wanted.append(arg)
-        wanted += [p.strip() for p in os.environ.get(PLUGINS_ENV, "").split(",") if p.strip()]
+        from_env = [p.strip() for p in os.environ.get(PLUGINS_ENV, "").split(",") if p.strip()]
+        self._env_named = set(from_env) - set(wanted)  # modules named only by LZKERNEL_PLUGINS
+        wanted += from_env
 
         entry_points = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
         if autoload:
@@ -196,13 +202,17 @@ class Kernel:
     def _load_module(self, spec: str) -> None:
         if spec in self.infos or self._is_blocked(spec, spec):
             return
+        source = PLUGINS_ENV if spec in self._env_named else "-p"
         try:
             module = importlib.import_module(spec)
         except (Exception, SystemExit) as exc:
-            self.errors.append(LoadError(spec, None, None, _import_failure(exc), traceback.format_exc(),
-                                         target=spec, source="-p"))
+            why = _import_failure(exc)
+            if isinstance(exc, ModuleNotFoundError) and exc.name == spec.split(".")[0]:
+                why += (" (a plugin module is imported by name: put its directory on PYTHONPATH or install it; "
+                        "the lzkernel command does not look in the current directory)")
+            self.errors.append(LoadError(spec, None, None, why, traceback.format_exc(), target=spec, source=source))
             return
-        self.register(module, spec, PluginInfo(spec, spec, source="-p", file=_file(module)))
+        self.register(module, spec, PluginInfo(spec, spec, source=source, file=_file(module)))
 
     def register(self, obj: Any, name: str, info: PluginInfo) -> None:
         """Register ``obj`` as plugin ``name``, or record why its hooks cannot be (not registered)."""

@@ -30,7 +30,7 @@ from lzkernel.checkpoint import CheckpointStore, load as load_checkpoint, refuse
 from lzkernel.config.loader import ResolvedConfig
 from lzkernel.config.redact import redact_argv, redact_tree
 from lzkernel.component import missing_members, protocol_members
-from lzkernel.errors import CheckpointError, ConfigError, PluginError
+from lzkernel.errors import CheckpointError, ConfigError, LzkernelError, PluginError, name_origin
 from lzkernel.memory import retain_freed_memory
 from lzkernel.pluginmanager import Kernel
 from lzkernel.roles.table import ROLE_SPECS
@@ -162,7 +162,7 @@ class RunContext:
         self._install_signal_handlers()
         self._watchdog = StallWatchdog(self.cfg.stall_timeout_s, embedded=self.embedded,
                                        thread=threading.get_ident()).start()
-        self.hooks.lzkernel_run_start(run=self)
+        self.fire("lzkernel_run_start", run=self)
 
     def close(self, error: BaseException | None = None) -> None:
         """Fire run_end, write seeds.json, close comm, release the run-dir lock (always last)."""
@@ -212,7 +212,13 @@ class RunContext:
             trainer = self.config.name("trainer")
             raise ConfigError(f"{self.config.source}: missing section '{role}' (trainer '{trainer}' needs one)")
         component = self.kernel.registry.get(role, name)
-        built = component.factory(self.config.section(role), self, **kwargs)
+        try:
+            built = component.factory(self.config.section(role), self, **kwargs)
+        except LzkernelError:
+            raise
+        except Exception as exc:
+            name_origin(exc, f"{role} '{name}' (plugin '{component.plugin}') while being built")
+            raise
         # A plugin's object that lacks what its role's Protocol (or its own `provides`) declares
         # would fail later, deep in a trainer's loop, with an AttributeError: name it here.
         for proto in (spec.protocol, *component.provides):
@@ -260,20 +266,37 @@ class RunContext:
         return {"train_iter": self.train_iter, "env_steps": self.env_steps,
                 "wall_time": round(self.wall_time, 3), **metrics}
 
+    def fire(self, hook: str, **kwargs: Any) -> Any:
+        """Call the plugins' implementations of ``hook``; an exception one raises carries a note
+        naming that plugin (found by its implementation's frame in the traceback)."""
+        caller = getattr(self.hooks, hook)
+        try:
+            return caller(**kwargs)
+        except LzkernelError:
+            raise
+        except Exception as exc:
+            plugins = {impl.function.__code__: impl.plugin_name for impl in caller.get_hookimpls()}
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_frame.f_code not in plugins:
+                tb = tb.tb_next
+            if tb is not None:
+                name_origin(exc, f"plugin '{plugins[tb.tb_frame.f_code]}' in its {hook} hook")
+            raise
+
     def emit_collect(self, metrics: Mapping[str, float]) -> None:
         progressed()
         if self.is_main:
-            self.hooks.lzkernel_after_collect(run=self, metrics=dict(metrics))
+            self.fire("lzkernel_after_collect", run=self, metrics=dict(metrics))
 
     def emit_train(self, metrics: Mapping[str, float]) -> None:
         progressed()
         if self.is_main:
-            self.hooks.lzkernel_after_train(run=self, metrics=dict(metrics))
+            self.fire("lzkernel_after_train", run=self, metrics=dict(metrics))
 
     def emit_eval(self, metrics: Mapping[str, float]) -> None:
         progressed()
         if self.is_main:
-            self.hooks.lzkernel_after_eval(run=self, metrics=dict(metrics))
+            self.fire("lzkernel_after_eval", run=self, metrics=dict(metrics))
 
     def note(self, key: str, value: Any) -> None:
         """Record a choice a component made when built (``policy.learn_dtype`` → 'float32') in
@@ -312,7 +335,7 @@ class RunContext:
         if tag is None:
             self.last_checkpoint = path
         progressed()
-        self.hooks.lzkernel_checkpoint_saved(run=self, path=path)
+        self.fire("lzkernel_checkpoint_saved", run=self, path=path)
         return path
 
     def resume_state(self) -> tuple[dict[str, Any], dict[str, Any]] | None:

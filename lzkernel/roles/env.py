@@ -122,6 +122,22 @@ class EnvSpec(Protocol):
         """``num_envs`` envs; env i is seeded with ``seed + i`` at its first reset."""
 
 
+def make_checked_vector(spec: EnvSpec, num_envs: int, seed: int) -> VectorEnv:
+    """``spec.make_vector(num_envs, seed)``, checked against :class:`VectorEnv`: a vector env
+    that lacks a member the players call is a :class:`lzkernel.PluginError` here, naming the
+    spec's class and the members, not an AttributeError deep in a collect or an evaluation."""
+    from lzkernel.component import missing_members, protocol_members
+    from lzkernel.errors import PluginError
+
+    venv = spec.make_vector(num_envs, seed)
+    missing = missing_members(venv, VectorEnv)
+    if missing:
+        raise PluginError(f"env {spec.id!r}: {type(spec).__module__}.{type(spec).__name__}.make_vector returned a "
+                          f"{type(venv).__name__}, which does not implement VectorEnv: it lacks {', '.join(missing)} "
+                          f"(VectorEnv declares {', '.join(protocol_members(VectorEnv))})")
+    return venv
+
+
 # ---------------------------------------------------------------------------------------------
 # Simulators: search with a real environment
 # ---------------------------------------------------------------------------------------------

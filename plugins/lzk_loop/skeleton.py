@@ -78,13 +78,24 @@ class LoopConfig:
         0, doc="Train only once the buffer holds more than max(this, batch_size) transitions.", min=0)
 
 
+#: The roles a loop trainer builds (LoopTrainer.__init__): each needs its section.
+LOOP_ROLES = ("env", "policy", "buffer", "collector", "evaluator", "update_schedule")
+
+
 def loop_check(ctx: CheckContext) -> list[str]:
-    """Config rules of every loop trainer (its component's ``check``): training must be able to start."""
+    """Config rules of every loop trainer (its component's ``check``): training must be able to
+    start, so every section it builds is there (all missing ones named at once, before a run
+    directory is made) and the buffer can fill past the training threshold."""
+    problems = []
+    missing = [role for role in LOOP_ROLES if ctx.name(role) is None]
+    if missing:
+        problems.append(f"missing section{'s' if len(missing) > 1 else ''} {', '.join(missing)}: the trainer builds "
+                        f"one component of each of {', '.join(LOOP_ROLES)} (configs/ has complete examples)")
     cfg, buf = ctx.options("trainer"), ctx.options("buffer")
     if isinstance(buf, BufferOptions) and cfg.train_start_transitions >= buf.capacity:
-        return [f"trainer.train_start_transitions ({cfg.train_start_transitions}) must be below buffer.capacity "
-                f"({buf.capacity}): training starts once the buffer holds more than that many transitions"]
-    return []
+        problems.append(f"trainer.train_start_transitions ({cfg.train_start_transitions}) must be below buffer.capacity "
+                        f"({buf.capacity}): training starts once the buffer holds more than that many transitions")
+    return problems
 
 
 def rss_mb() -> float:

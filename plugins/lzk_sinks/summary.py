@@ -28,7 +28,7 @@ import json
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
-from lzkernel.errors import Stalled
+from lzkernel.errors import Stalled, error_line
 
 _evals: dict[int, dict[str, Any]] = {}
 
@@ -116,7 +116,7 @@ def lzkernel_run_end(run: Any, error: BaseException | None) -> None:
     summary = {
         "status": _status(run, error), "exit_code": exit_code(error, run.stop_signal), "stop_reason": run.stop_reason,
         "stop_kind": run.stop_kind,
-        "error": None if error is None else scrub(f"{type(error).__name__}: {error}"),
+        "error": None if error is None else scrub(error_line(error)),
         "train_iter": run.train_iter, "env_steps": run.env_steps, "wall_time": round(run.wall_time, 3),
         "eval": ev,
         "last_checkpoint": None if last is None else str(last),

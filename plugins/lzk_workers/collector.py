@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from lzkernel import ActingPolicy, EnvSpec, Trajectory, generator_state, set_generator_state
+from lzkernel import ActingPolicy, EnvSpec, Trajectory, generator_state, make_checked_vector, set_generator_state
 from lzk_workers.openings import RandomOpenings, opening_moves_of, with_openings
 from lzk_workers.rollout import EpisodePlayer, PlayResult, RandomActor, balanced_quotas
 
@@ -41,7 +41,7 @@ class CollectorBase:
                  random_rng: np.random.Generator | None, opening_moves: int = 0,
                  opening_rng: np.random.Generator | None = None) -> None:
         self.env_spec = env_spec
-        venv = with_openings(env_spec.make_vector(envs, seed), opening_moves,
+        venv = with_openings(make_checked_vector(env_spec, envs, seed), opening_moves,
                              opening_rng if opening_rng is not None else np.random.default_rng([seed, 1]))
         self.player = EpisodePlayer(venv, env_spec, frame_stack, mode="collect", record=True)
         self.openings = venv if isinstance(venv, RandomOpenings) else None  # None: no random openings

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from lzkernel import ActingPolicy, EnvSpec, EvalVariantEnvSpec, StopRequested
+from lzkernel import ActingPolicy, EnvSpec, EvalVariantEnvSpec, StopRequested, make_checked_vector
 from lzk_workers.rollout import EpisodePlayer, PlayResult, balanced_quotas
 
 
@@ -65,7 +65,7 @@ class EvaluatorBase:
         self._unrecorded_iter = -1  # last_eval_iter before should_eval last recorded one
 
     def _new_player(self, index: int) -> EpisodePlayer:
-        venv = self.env_spec.make_vector(self.envs, evaluation_seed(self.seed, index))
+        venv = make_checked_vector(self.env_spec, self.envs, evaluation_seed(self.seed, index))
         return EpisodePlayer(venv, self.env_spec, self.frame_stack, mode="eval", record=self.record)
 
     def _begin(self) -> int:

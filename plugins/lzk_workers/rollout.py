@@ -244,7 +244,8 @@ class EpisodePlayer:
         self.record = record
         self.env_id = env_spec.id
         self.frame_scale = float(env_spec.frame_scale) if isinstance(env_spec, FrameEnvSpec) else None
-        self.window = FrameWindow(venv.num_envs, tuple(env_spec.obs_shape), frame_stack)
+        self.window = FrameWindow(venv.num_envs, tuple(env_spec.obs_shape), frame_stack,
+                                  f"env {env_spec.id!r}'s observations")
         self._state: StepBatch | None = None  # the envs' current states (rows of the last batch)
         self.timestep = np.zeros(venv.num_envs, np.int64)  # [E] step index within the episode
         self._records: list[_PieceRecord | None] = [None] * venv.num_envs

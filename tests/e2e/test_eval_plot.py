@@ -348,3 +348,19 @@ def test_eval_of_a_sweep_directory_evaluates_every_seed(tmp_path: Path) -> None:
     assert f"2 seeds: return mean over seeds {np.mean(means):.3f}  std {np.std(means):.3f}" in proc.stdout
     bad = lzk("eval", str(sweep), "--video", str(tmp_path / "v.gif"))
     assert bad.returncode == 2 and "--video with the sweep" in bad.stderr
+
+
+def test_eval_prints_what_the_evaluator_logged_and_its_own_scalars() -> None:
+    """`lzkernel eval`'s lines show the common metrics an evaluator logged (no `nan` for those it
+    did not) and a third-party evaluator's own scalars."""
+    from lzkernel.evaluate import summary
+
+    head = {"checkpoint": "r/ckpt/step_1", "train_iter": 1, "env_steps": 9, "evaluation_index": 0, "seed": 0}
+    full = summary({**head, "metrics": {"eval/episodes": 2, "eval/episode_length_mean": 9.5, "eval/return_mean": 1.0,
+                                        "eval/return_std": 0.5, "eval/return_min": 0.5, "eval/return_max": 1.5,
+                                        "eval/index": 0, "eval/seconds": 0.1}})
+    assert full[1:] == ["evaluation 0 (run seed 0): 2 episodes, mean length 9.5",
+                        "return mean 1.000  std 0.500  min 0.500  max 1.500"]
+    own = summary({**head, "metrics": {"eval/return_mean": 0.25, "eval/success_rate": 0.75, "eval/index": 0}})
+    assert own[1:] == ["evaluation 0 (run seed 0)", "return mean 0.250", "success_rate 0.75"]
+    assert not any("nan" in line for line in own)

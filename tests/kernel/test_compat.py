@@ -36,6 +36,8 @@ def _cli(command: str, config: str, *overrides: str, tmp: Path | None = None) ->
      ["collector.segment_length (20) must equal buffer.segment_length (50)"]),
     ("cartpole_rezero.yaml", ["trainer.train_start_transitions=2000000"],
      ["trainer.train_start_transitions (2000000) must be below buffer.capacity (1000000)"]),
+    ("cartpole_muzero.yaml", ["~buffer", "~evaluator"],  # every missing section at once, not one per run
+     ["trainer 'muzero': missing sections buffer, evaluator: the trainer builds one component of each of"]),
 ])
 def test_incompatible_components_exit_2_naming_both(config: str, overrides: list[str], needles: list[str]) -> None:
     proc = _cli("config", config, *overrides)

@@ -35,6 +35,46 @@ def test_the_corridor_env_meets_the_vector_env_contract() -> None:
     assert out.episode_length[0] == 2 and out.obs[1].tolist() == [0, 1, 0]
 
 
+def test_a_vector_env_that_breaks_the_contract_is_named_where_it_is_made() -> None:
+    """A vector env that lacks a VectorEnv member is refused when a player makes it (one line
+    naming the spec and the members), and observations of a shape other than the spec's
+    obs_shape are refused by the player's frame window, naming the env."""
+    import dataclasses
+
+    import pytest
+
+    sys.path.insert(0, str(FIXTURE))
+    try:
+        import lzkernel_corridor as corridor
+    finally:
+        sys.path.remove(str(FIXTURE))
+    from lzkernel import PluginError, make_checked_vector
+    from lzk_workers.rollout import EpisodePlayer
+
+    class Unclosable:  # reset and step, but neither num_envs nor close
+        def __init__(self, inner: object) -> None:
+            self.reset, self.step = inner.reset, inner.step
+
+    @dataclasses.dataclass
+    class BrokenSpec(corridor.CorridorSpec):
+        def make_vector(self, num_envs: int, seed: int) -> Unclosable:
+            return Unclosable(super().make_vector(num_envs, seed))
+
+    with pytest.raises(PluginError, match=r"env 'corridor-3': .*BrokenSpec\.make_vector returned a Unclosable, which "
+                                          r"does not implement VectorEnv: it lacks close, num_envs \(VectorEnv declares"):
+        make_checked_vector(BrokenSpec(3, 4), 2, 0)
+
+    @dataclasses.dataclass
+    class WiderSpec(corridor.CorridorSpec):  # declares one cell more than its envs observe
+        obs_shape = property(lambda self: (self.length + 1,))
+
+    spec = WiderSpec(3, 4)
+    player = EpisodePlayer(make_checked_vector(spec, 2, 0), spec, 1, mode="collect", record=True)
+    with pytest.raises(ValueError, match=r"env 'corridor-3''s observations have shape \(3,\) where the env spec "
+                                         r"declares obs_shape \(4,\)"):
+        player.play(None, np.array([1, 1]))
+
+
 def test_a_muzero_run_on_the_plugin_env(tmp_path: Path) -> None:
     cfg = tmp_path / "corridor.yaml"
     cfg.write_text(
@@ -53,3 +93,8 @@ def test_a_muzero_run_on_the_plugin_env(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert any(r["event"] == "train" for r in records) and any("eval/return_mean" in r for r in records)
     assert max(r["env_steps"] for r in records) >= 300
+    # Evaluated without the plugin it was trained with: one line naming the plugin to load.
+    proc = subprocess.run([sys.executable, "-m", "lzkernel", "eval", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 2 and "unknown env 'corridor'" in proc.stderr, proc.stderr[-2000:]
+    assert "lzkernel_corridor is not loaded now (add -p lzkernel_corridor); see `lzkernel plugins`" in proc.stderr, proc.stderr[-2000:]

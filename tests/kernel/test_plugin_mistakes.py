@@ -186,6 +186,19 @@ def test_a_component_mistake_in_the_cli_is_exit_2_and_plugins_still_lists(
     assert "ERROR update_schedule 'fixed' is registered twice" in out
 
 
+def test_a_missing_plugin_module_says_how_it_is_found_and_where_it_was_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module that cannot be found: the error says a plugin module is found on PYTHONPATH, and
+    the hint removes it from where it was named (LZKERNEL_PLUGINS, or -p)."""
+    from lzkernel.pluginmanager import skip_hint
+
+    monkeypatch.setenv("LZKERNEL_PLUGINS", "lzkm_nowhere_env")
+    kernel = Kernel(["lzkm_nowhere_arg"], autoload=False)
+    by_name = {e.name: e for e in kernel.errors}
+    assert by_name["lzkm_nowhere_env"].source == "LZKERNEL_PLUGINS" and by_name["lzkm_nowhere_arg"].source == "-p"
+    assert all("put its directory on PYTHONPATH or install it" in e.message for e in kernel.errors)
+    assert skip_hint(kernel.errors) == "drop -p lzkm_nowhere_arg; remove lzkm_nowhere_env from LZKERNEL_PLUGINS"
+
+
 # ---------------------------------------------------------------------------------------------
 # Built objects, checked against their role's Protocol
 # ---------------------------------------------------------------------------------------------
@@ -224,6 +237,50 @@ def test_an_object_that_does_not_implement_its_protocol_is_exit_2_at_build(tmp_p
                    f"trainer: {{name: {trainer}}}\n", encoding="utf-8")
     proc = lzk(["run", cfg, "-p", "lzkm_notrain"], clean_env(tmp_path), cwd=tmp_path)
     assert_config_error(proc, needle)
+
+
+_RAISES = """
+    from lzkernel import Component, hookimpl
+
+    class Trainer:
+        def __init__(self, cfg, run):
+            self.run = run
+        def train(self):
+            self.run.emit_train({"train/loss": 1.0})
+
+    def refuse(cfg, run):
+        raise ValueError("boom: the trainer refused to start")
+
+    @hookimpl
+    def lzkernel_register_trainers():
+        return [Component("boom", factory=refuse), Component("fine", factory=Trainer)]
+
+    @hookimpl
+    def lzkernel_after_train(run, metrics):
+        if run.train_iter >= 0:
+            raise KeyError("wandb_project")
+    """
+
+
+@pytest.mark.parametrize(("trainer", "needle"), [
+    ("boom", "ValueError: boom: the trainer refused to start (raised by trainer 'boom' (plugin 'lzkm_raises') while "
+             "being built)"),
+    ("fine", "KeyError: 'wandb_project' (raised by plugin 'lzkm_raises' in its lzkernel_after_train hook)"),
+])
+def test_an_error_a_plugin_raises_names_the_plugin_in_the_error_line_and_summary(tmp_path: Path, trainer: str,
+                                                                                 needle: str) -> None:
+    """An exception from a component's factory or from a plugin's hook is a crash (exit 1, with
+    its traceback), and its last line and summary.json name the component and plugin."""
+    import json
+
+    (tmp_path / "lzkm_raises.py").write_text(textwrap.dedent(_RAISES), encoding="utf-8")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"run: {{out_dir: {tmp_path / 'out'}, max_train_iters: 1, progress: false}}\n"
+                   f"trainer: {{name: {trainer}}}\n", encoding="utf-8")
+    proc = lzk(["run", cfg, "-p", "lzkm_raises"], clean_env(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1] == f"lzkernel: error: rank 0: {needle}", proc.stderr[-2000:]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["error"] == needle
 
 
 # ---------------------------------------------------------------------------------------------
