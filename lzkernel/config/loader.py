@@ -7,6 +7,8 @@ schema of the component its ``name`` picks, collecting all problems before faili
 from __future__ import annotations
 
 import copy
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -20,6 +22,8 @@ from lzkernel.config.schema import suggest, to_dict, validate
 from lzkernel.config.strict_yaml import AliasBombError, parse
 from lzkernel.errors import ConfigError
 from lzkernel.registry import Registry
+
+log = logging.getLogger("lzkernel")
 
 #: Sections a config may hold: ``run`` plus one per role.
 SECTIONS: tuple[str, ...] = ("run",) + ROLES
@@ -181,12 +185,15 @@ class ResolvedConfig:
 
 
 def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>",
-            from_overrides: set[str] | None = None, origins: Mapping[str, str] | None = None) -> ResolvedConfig:
+            from_overrides: set[str] | None = None, origins: Mapping[str, str] | None = None,
+            switched: set[str] | None = None) -> ResolvedConfig:
     """Validate the whole tree; raise one :class:`ConfigError` listing every problem (a problem
     with a key that a command-line override or a base config set says so: ``origins`` maps the
-    dotted keys that bases set to their file)."""
+    dotted keys that bases set to their file). ``switched``: the roles whose component an
+    override changed (:func:`_switch_keys`)."""
     problems: list[str] = []
     from_overrides = from_overrides or set()
+    switched = switched or set()
     origins = origins or {}
     for key in tree:
         if key not in SECTIONS:
@@ -221,6 +228,8 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
             problems.append(f"{role}.name: {exc}")
             continue
         body = {k: v for k, v in data.items() if k != "name"}
+        if role in switched:
+            body = _switch_keys(role, name, body, component.config, from_overrides)
         if component.config is None:
             for key in body:
                 problems.append(f"{role}.{key}: unknown key ({role} '{name}' takes no options)")
@@ -244,12 +253,32 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
     return ResolvedConfig(run_cfg, sections, source)
 
 
+def _switch_keys(role: str, name: str, body: dict[str, Any], schema: type | None,
+                 from_overrides: set[str]) -> dict[str, Any]:
+    """The options of a section whose component an override switched to ``name``: the config
+    file's keys that ``name`` does not take belonged to the component it named, and are dropped
+    (logged); the keys it takes are kept, and so is every key an override set (a misspelt one
+    stays an error)."""
+    taken = {f.name for f in dataclasses.fields(schema)} if schema is not None else set()
+    dropped = [k for k in body if k not in taken and f"{role}.{k}" not in from_overrides
+               and not any(t.startswith(f"{role}.{k}.") for t in from_overrides)]
+    if dropped:
+        log.info("%s.name=%s (an override): dropped the config's %s, which %s '%s' does not take", role, name,
+                 ", ".join(f"{role}.{k}" for k in dropped), role, name)
+    return {k: v for k, v in body.items() if k not in dropped}
+
+
 def _listing(head: str, problems: Sequence[str]) -> str:
     """One line for one problem (``HEAD: problem``); a header line and one indented line each for
     several (``HEAD (n problems):``)."""
     if len(problems) == 1:
         return f"{head}: {problems[0]}"
     return f"{head} ({len(problems)} problems):\n  " + "\n  ".join(problems)
+
+
+def _name_of(tree: Mapping[str, Any], role: str) -> Any:
+    section = tree.get(role)
+    return section.get("name") if isinstance(section, dict) else None
 
 
 def load_config(path: str | Path, overrides: Sequence[str], registry: Registry) -> ResolvedConfig:
@@ -268,8 +297,10 @@ def config_from_tree(tree: dict[str, Any], overrides: Sequence[str], registry: R
     from lzkernel.config.redact import remember_config
 
     remember_config(tree, overrides)  # before anything can fail: an error must not print them
+    before = {role: _name_of(tree, role) for role in ROLES}
     tree, touched = apply_overrides(tree, overrides)
-    config = resolve(tree, registry, source, touched, origins)
+    switched = {role for role in ROLES if f"{role}.name" in touched and _name_of(tree, role) != before[role]}
+    config = resolve(tree, registry, source, touched, origins, switched)
     problems = check_compatibility(config, registry)
     if problems:
         raise ConfigError(_listing(f"incompatible components in {source}", problems), problems)

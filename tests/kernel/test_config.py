@@ -237,6 +237,32 @@ def test_overrides_of_missing_keys_fail_validation(registry: Registry, tmp_path:
     assert needle in str(info.value)
 
 
+def test_an_override_that_switches_a_component_drops_the_file_keys_it_does_not_take(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """update_schedule.name=replay_ratio over a file's fixed schedule: its updates_per_collect is
+    dropped (logged), a key the new schedule takes is kept; an override's misspelt key and a
+    file's key unknown to the component it names stay errors."""
+    import logging
+
+    from lzkernel.pluginmanager import Kernel
+
+    registry = Kernel([], autoload=True).registry
+    p = tmp_path / "cfg.yaml"
+    muzero = (Path(__file__).resolve().parents[2] / "configs" / "cartpole_muzero.yaml").read_text()
+    assert "  updates_per_collect: 100\n" in muzero
+    p.write_text(muzero.replace("  updates_per_collect: 100\n", "  updates_per_collect: 7\n  min_updates: 3\n"))
+    with pytest.raises(ConfigError, match="min_updates: unknown key"):  # the file's typo for 'fixed'
+        load_config(p, [], registry)
+    with caplog.at_level(logging.INFO, logger="lzkernel"):
+        config = load_config(p, ["update_schedule.name=replay_ratio", "update_schedule.ratio=0.5"], registry)
+    assert config.to_dict()["update_schedule"] == {"name": "replay_ratio", "ratio": 0.5, "min_updates": 3}
+    assert "dropped the config's update_schedule.updates_per_collect" in caplog.text
+    with pytest.raises(ConfigError, match=r"update_schedule.ratoi: unknown key .*from a command-line override"):
+        load_config(p, ["update_schedule.name=replay_ratio", "update_schedule.ratoi=0.5"], registry)
+    with pytest.raises(ConfigError, match="min_updates: unknown key"):  # named again, not switched: checked
+        load_config(p, ["update_schedule.name=fixed"], registry)
+
+
 def test_override_sets_a_field_left_at_its_default(registry: Registry, tmp_path: Path) -> None:
     p = tmp_path / "cfg.yaml"
     p.write_text("trainer: {name: toy}\n")
