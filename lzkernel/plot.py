@@ -56,9 +56,12 @@ def load_series(run_dir: Path, metric: str) -> Series:
     history = read_history(run_dir, lambda rec: isinstance(rec.get(metric), (int, float)))
     rows, names = history.records, history.names
     if not rows:
+        from lzkernel.config.schema import suggest
+
         near = sorted(n for n in names if n.split("/")[-1] in metric or metric.split("/")[-1] in n)[:5]
-        raise ConfigError(f"--metric {metric}: {path} logs no such metric"
-                          + (f" (similar: {', '.join(near)})" if near else f" ({len(names)} metrics logged)"))
+        guess = suggest(metric, names)  # a typo: train/loss_vale → train/loss_value
+        raise ConfigError(f"--metric {metric}: {path} logs no such metric" + (guess or (
+            f" (similar: {', '.join(near)})" if near else f" ({len(names)} metrics logged; --list names them)")))
     x = {key: np.array([float(r.get(key, np.nan)) for r in rows]) for key, _ in AXES}
     # A resumed clock goes on from its checkpoint's wall time, which precedes what the run logged
     # after that save (an evaluation): kept non-decreasing so that interpolation stays valid.

@@ -427,7 +427,7 @@ class RunContext:
         """Refuse (exit 2) a resume whose config differs from the checkpoint's in a key that is
         not resume-safe (:mod:`lzkernel.config.resume_check`); nothing has been loaded yet."""
         from lzkernel.checkpoint import stored_config
-        from lzkernel.config.resume_check import describe_changes, incompatible_changes
+        from lzkernel.config.resume_check import config_changes, describe_changes, incompatible_changes, show_value
 
         try:
             old = stored_config(path)
@@ -444,9 +444,15 @@ class RunContext:
             except (ConfigError, KeyError):
                 return ()
 
-        changes = incompatible_changes(redact_tree(old), redact_tree(self.config.to_dict()), component_safe)
+        old, new = redact_tree(old), redact_tree(self.config.to_dict())
+        changes = incompatible_changes(old, new, component_safe)
         if changes:
             raise ConfigError(describe_changes(changes, str(path)), [c[0] for c in changes])
+        allowed = config_changes(old, new)
+        if allowed:  # a resume without the first run's overrides changes these: say so
+            log.info("resumed with %d setting%s changed from the checkpoint's config: %s", len(allowed),
+                     "s" if len(allowed) != 1 else "",
+                     "; ".join(f"{key}: {show_value(a)} → {show_value(b)}" for key, a, b in allowed))
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -211,6 +211,8 @@ def test_bad_input_exits_2_with_one_line(cartpole: list[Path], tmp_path: Path, c
         "does not exist": ("eval", str(cartpole[0]), "--json", str(tmp_path / "nodir" / "r.json")),
         "needs --video": ("eval", str(cartpole[0]), "--video-episodes", "2"),
         "logs no such metric": ("plot", str(cartpole[0]), "--metric", "train/no_such", "-o", str(tmp_path / "p.png")),
+        "logs no such metric (did you mean 'eval/return_mean'?)": ("plot", str(cartpole[0]), "--metric",
+                                                                   "eval/return_maen", "-o", str(tmp_path / "p.png")),
         "no such run directory": ("plot", str(tmp_path / "missing"), "-o", str(tmp_path / "p.png")),
     }
     if importlib.util.find_spec("pygame") is None:  # CartPole draws with pygame

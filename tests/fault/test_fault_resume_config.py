@@ -120,6 +120,9 @@ def test_budget_and_declared_safe_changes_resume(tmp_path: Path) -> None:
                 "run.checkpoint_every=3", "run.keep_last=2", "run.progress=true", "trainer.sleep_s=0.01"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resumed from" in proc.stderr and "step_000000000005" in proc.stderr
+    # What the resume changed is listed, so that leaving out the first run's overrides shows.
+    assert "resumed with 6 settings changed from the checkpoint's config: run.checkpoint_every: " in proc.stderr
+    assert "run.max_train_iters: 5 → 9" in proc.stderr and "trainer.sleep_s: " in proc.stderr
     collects = [r["train_iter"] for r in read_metrics(out) if r["event"] == "collect"]
     assert collects == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     state = json.loads((out / "ckpt" / "step_000000000009" / "meta.json").read_text())
