@@ -298,6 +298,20 @@ def test_random_openings_open_the_rows_a_resumed_load_reports_restarted() -> Non
     resumed.close()
 
 
+def _hanging_reset_spec(max_restarts: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[GymEnvSpec, Path]:
+    """HangCartPole over two workers (step timeout 1 s, no backoff) and the flag file whose
+    creation makes the next process to reset an env hang there (lzk_fault_envs)."""
+    fault = str(Path(__file__).resolve().parents[1] / "fault")  # lzk_fault_envs' HangCartPole-v0
+    monkeypatch.syspath_prepend(fault)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([fault, *sys.path]))
+    flag = tmp_path / "hang"
+    monkeypatch.setenv("LZK_HANG_RESET_FLAG", str(flag))
+    monkeypatch.delenv("LZK_HANG_RANK", raising=False)
+    spec = dataclasses.replace(GymEnvSpec.probe("lzk_fault_envs:HangCartPole-v0"), workers=2, step_timeout_s=1.0,
+                               restarts=EnvRestarts(max_restarts, 0.0))
+    return spec, flag
+
+
 @pytest.mark.parametrize("max_restarts", [0, 2])
 def test_a_worker_lost_while_loading_is_replaced_and_its_rows_start_anew(max_restarts: int,
                                                                          monkeypatch: pytest.MonkeyPatch,
@@ -309,14 +323,7 @@ def test_a_worker_lost_while_loading_is_replaced_and_its_rows_start_anew(max_res
     import gymnasium
     from lzk_envs.restarts import restart_seed
 
-    fault = str(Path(__file__).resolve().parents[1] / "fault")  # lzk_fault_envs' HangCartPole-v0
-    monkeypatch.syspath_prepend(fault)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([fault, *sys.path]))
-    flag = tmp_path / "hang"
-    monkeypatch.setenv("LZK_HANG_RESET_FLAG", str(flag))
-    monkeypatch.delenv("LZK_HANG_RANK", raising=False)
-    spec = dataclasses.replace(GymEnvSpec.probe("lzk_fault_envs:HangCartPole-v0"), workers=2, step_timeout_s=1.0,
-                               restarts=EnvRestarts(max_restarts, 0.0))
+    spec, flag = _hanging_reset_spec(max_restarts, monkeypatch, tmp_path)
     saving = spec.make_vector(4, 5)
     try:
         saving.reset()
@@ -354,14 +361,7 @@ def test_a_replacement_that_hangs_is_one_more_failure_in_a_row(max_restarts: int
     """The worker started for a lost one hangs while starting its envs: it is killed and counts
     as another failure in a row of those envs; a third worker takes over while restarts are left,
     else the error names the replacement and the first loss."""
-    fault = str(Path(__file__).resolve().parents[1] / "fault")  # lzk_fault_envs' HangCartPole-v0
-    monkeypatch.syspath_prepend(fault)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([fault, *sys.path]))
-    flag = tmp_path / "hang"
-    monkeypatch.setenv("LZK_HANG_RESET_FLAG", str(flag))
-    monkeypatch.delenv("LZK_HANG_RANK", raising=False)
-    spec = dataclasses.replace(GymEnvSpec.probe("lzk_fault_envs:HangCartPole-v0"), workers=2, step_timeout_s=1.0,
-                               restarts=EnvRestarts(max_restarts, 0.0))
+    spec, flag = _hanging_reset_spec(max_restarts, monkeypatch, tmp_path)
     venv = spec.make_vector(4, 0)
     try:
         venv.reset()
