@@ -246,11 +246,10 @@ def summary(report: dict[str, Any]) -> list[str]:
     played = [f"{int(m['eval/episodes'])} episodes"] if "eval/episodes" in m else []
     if "eval/episode_length_mean" in m:
         played.append(f"mean length {m['eval/episode_length_mean']:.1f}")
+    returns = [f"{k} {m[f'eval/return_{k}']:.3f}" for k in ("mean", "std", "min", "max") if f"eval/return_{k}" in m]
     lines = [f"checkpoint {report['checkpoint']} (train_iter {report['train_iter']}, env_steps {report['env_steps']})",
              f"evaluation {report['evaluation_index']} (run seed {report['seed']})" + (": " if played else "")
-             + ", ".join(played),
-             "return " + "  ".join(f"{k} {m[f'eval/return_{k}']:.3f}" for k in ("mean", "std", "min", "max")
-                                   if f"eval/return_{k}" in m)]
+             + ", ".join(played)] + (["return " + "  ".join(returns)] if returns else [])
     # A third-party evaluator's own scalars (eval/success_rate, ...), after the common ones.
     common = {"eval/episodes", "eval/episode_length_mean", "eval/index", "eval/seconds", "eval/env_failures",
               *(f"eval/return_{k}" for k in ("mean", "std", "min", "max"))}

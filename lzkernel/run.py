@@ -275,12 +275,14 @@ class RunContext:
         except LzkernelError:
             raise
         except Exception as exc:
-            plugins = {impl.function.__code__: impl.plugin_name for impl in caller.get_hookimpls()}
+            plugins = {getattr(impl.function, "__code__", None): impl.plugin_name for impl in caller.get_hookimpls()}
+            raised_in = None  # the innermost implementation's frame: a wrapper's frames enclose the one that raised
             tb = exc.__traceback__
-            while tb is not None and tb.tb_frame.f_code not in plugins:
+            while tb is not None:
+                raised_in = plugins.get(tb.tb_frame.f_code, raised_in)
                 tb = tb.tb_next
-            if tb is not None:
-                name_origin(exc, f"plugin '{plugins[tb.tb_frame.f_code]}' in its {hook} hook")
+            if raised_in is not None:
+                name_origin(exc, f"plugin '{raised_in}' in its {hook} hook")
             raise
 
     def emit_collect(self, metrics: Mapping[str, float]) -> None:
@@ -427,7 +429,8 @@ class RunContext:
         """Refuse (exit 2) a resume whose config differs from the checkpoint's in a key that is
         not resume-safe (:mod:`lzkernel.config.resume_check`); nothing has been loaded yet."""
         from lzkernel.checkpoint import stored_config
-        from lzkernel.config.resume_check import config_changes, describe_changes, incompatible_changes, show_value
+        from lzkernel.config.resume_check import (MAX_LISTED, config_changes, describe_changes, incompatible_changes,
+                                                  show_value)
 
         try:
             old = stored_config(path)
@@ -449,10 +452,11 @@ class RunContext:
         if changes:
             raise ConfigError(describe_changes(changes, str(path)), [c[0] for c in changes])
         allowed = config_changes(old, new)
-        if allowed:  # a resume without the first run's overrides changes these: say so
-            log.info("resumed with %d setting%s changed from the checkpoint's config: %s", len(allowed),
+        if allowed and self.is_main:  # a resume without the first run's overrides changes these: say so
+            more = f"; and {len(allowed) - MAX_LISTED} more" if len(allowed) > MAX_LISTED else ""
+            log.info("resumed with %d setting%s changed from the checkpoint's config: %s%s", len(allowed),
                      "s" if len(allowed) != 1 else "",
-                     "; ".join(f"{key}: {show_value(a)} → {show_value(b)}" for key, a, b in allowed))
+                     "; ".join(f"{key}: {show_value(a)} → {show_value(b)}" for key, a, b in allowed[:MAX_LISTED]), more)
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -256,16 +257,38 @@ def resolve(tree: Mapping[str, Any], registry: Registry, source: str = "<config>
 def _switch_keys(role: str, name: str, body: dict[str, Any], schema: type | None,
                  from_overrides: set[str]) -> dict[str, Any]:
     """The options of a section whose component an override switched to ``name``: the config
-    file's keys that ``name`` does not take belonged to the component it named, and are dropped
-    (logged); the keys it takes are kept, and so is every key an override set (a misspelt one
-    stays an error)."""
-    taken = {f.name for f in dataclasses.fields(schema)} if schema is not None else set()
-    dropped = [k for k in body if k not in taken and f"{role}.{k}" not in from_overrides
-               and not any(t.startswith(f"{role}.{k}.") for t in from_overrides)]
+    file's keys that ``name`` does not take (nested ones too: ``policy.model.type``) belonged to
+    the component it named, and are dropped (logged); the keys it takes are kept, and so is
+    every key an override set (a misspelt one stays an error)."""
+    dropped: list[str] = []
+    kept = _taken(body, schema, role, from_overrides, dropped)
     if dropped:
         log.info("%s.name=%s (an override): dropped the config's %s, which %s '%s' does not take", role, name,
-                 ", ".join(f"{role}.{k}" for k in dropped), role, name)
-    return {k: v for k, v in body.items() if k not in dropped}
+                 ", ".join(dropped), role, name)
+    return kept
+
+
+def _taken(body: Mapping[str, Any], schema: type | None, prefix: str, from_overrides: set[str],
+           dropped: list[str]) -> dict[str, Any]:
+    """``body`` without the keys ``schema`` does not take that no override set (their dotted
+    names appended to ``dropped``), nested dataclass options filtered alike."""
+    hints = typing.get_type_hints(schema) if schema is not None else {}
+    fields = {f.name for f in dataclasses.fields(schema)} if schema is not None else set()
+    kept: dict[str, Any] = {}
+    for k, v in body.items():
+        key = f"{prefix}.{k}"
+        if key in from_overrides:  # set whole by an override: checked as given
+            kept[k] = v
+        elif k not in fields:
+            if any(t.startswith(key + ".") for t in from_overrides):
+                kept[k] = v
+            else:
+                dropped.append(key)
+        elif isinstance(v, Mapping) and isinstance(hints.get(k), type) and dataclasses.is_dataclass(hints[k]):
+            kept[k] = _taken(v, hints[k], key, from_overrides, dropped)
+        else:
+            kept[k] = v
+    return kept
 
 
 def _listing(head: str, problems: Sequence[str]) -> str:

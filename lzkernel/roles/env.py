@@ -132,6 +132,8 @@ def make_checked_vector(spec: EnvSpec, num_envs: int, seed: int) -> VectorEnv:
     venv = spec.make_vector(num_envs, seed)
     missing = missing_members(venv, VectorEnv)
     if missing:
+        if "close" not in missing:  # its worker processes, say, must not outlive the error
+            venv.close()
         raise PluginError(f"env {spec.id!r}: {type(spec).__module__}.{type(spec).__name__}.make_vector returned a "
                           f"{type(venv).__name__}, which does not implement VectorEnv: it lacks {', '.join(missing)} "
                           f"(VectorEnv declares {', '.join(protocol_members(VectorEnv))})")

@@ -366,3 +366,5 @@ def test_eval_prints_what_the_evaluator_logged_and_its_own_scalars() -> None:
     own = summary({**head, "metrics": {"eval/return_mean": 0.25, "eval/success_rate": 0.75, "eval/index": 0}})
     assert own[1:] == ["evaluation 0 (run seed 0)", "return mean 0.250", "success_rate 0.75"]
     assert not any("nan" in line for line in own)
+    assert summary({**head, "metrics": {"eval/success_rate": 0.5}})[1:] == ["evaluation 0 (run seed 0)",
+                                                                          "success_rate 0.5"]

@@ -261,6 +261,13 @@ def test_an_override_that_switches_a_component_drops_the_file_keys_it_does_not_t
         load_config(p, ["update_schedule.name=replay_ratio", "update_schedule.ratoi=0.5"], registry)
     with pytest.raises(ConfigError, match="min_updates: unknown key"):  # named again, not switched: checked
         load_config(p, ["update_schedule.name=fixed"], registry)
+    # Nested options: MuZero's policy.model keys that UniZero's model does not take are dropped
+    # too; what is left is the pairing problem, not unknown keys.
+    with caplog.at_level(logging.INFO, logger="lzkernel"), pytest.raises(ConfigError) as info:
+        load_config(Path(__file__).resolve().parents[2] / "configs" / "cartpole_muzero.yaml", ["policy.name=unizero"],
+                    registry)
+    assert "unknown key" not in str(info.value) and "incompatible components" in str(info.value)
+    assert "policy.model.type, policy.model.latent_dim" in caplog.text
 
 
 def test_override_sets_a_field_left_at_its_default(registry: Registry, tmp_path: Path) -> None:

@@ -274,10 +274,14 @@ def test_an_error_a_plugin_raises_names_the_plugin_in_the_error_line_and_summary
     import json
 
     (tmp_path / "lzkm_raises.py").write_text(textwrap.dedent(_RAISES), encoding="utf-8")
+    # A wrapper around every after_train hook (a profiler, say) is not the one named.
+    (tmp_path / "lzkm_wrap.py").write_text("from lzkernel import hookimpl\n\n\n@hookimpl(wrapper=True)\n"
+                                           "def lzkernel_after_train(run, metrics):\n    return (yield)\n",
+                                           encoding="utf-8")
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"run: {{out_dir: {tmp_path / 'out'}, max_train_iters: 1, progress: false}}\n"
                    f"trainer: {{name: {trainer}}}\n", encoding="utf-8")
-    proc = lzk(["run", cfg, "-p", "lzkm_raises"], clean_env(tmp_path), cwd=tmp_path)
+    proc = lzk(["run", cfg, "-p", "lzkm_raises", "-p", "lzkm_wrap"], clean_env(tmp_path), cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1] == f"lzkernel: error: rank 0: {needle}", proc.stderr[-2000:]
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["error"] == needle
