@@ -164,7 +164,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as exc:  # the error boundary of one rank: name it, exit non-zero
         return _report_failure(exc, run)
     if run.stop_signal is not None:
-        if run.last_checkpoint is not None:  # the main rank saved where it stopped: say how to go on
+        # The main rank saved where it stopped: say how to go on (a sweep's run: the sweep says it).
+        from lzkernel.sweep import SWEEP_CHILD_ENV
+
+        if run.last_checkpoint is not None and not os.environ.get(SWEEP_CHILD_ENV):
             print(f"lzkernel: stopped at train_iter {run.train_iter}, saved in {run.last_checkpoint}; "
                   f"continue with: {_resume_command(args, run.world_size)}", file=sys.stderr, flush=True)
         return 128 + run.stop_signal

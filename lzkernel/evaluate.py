@@ -226,7 +226,9 @@ def evaluate(kernel: Any, target: str, *, checkpoint: str = "last", overrides: S
         metrics = evaluator.evaluate(policy)
     finally:
         evaluator.close()
-    recorded = recorded_evaluation(run_dir, index) if index is not None and seed is None else None
+    # Another seed or batch of episodes plays other episodes: nothing to compare with.
+    replay = index is not None and seed is None and episodes is None
+    recorded = recorded_evaluation(run_dir, index) if replay else None
     report: dict[str, Any] = {
         "checkpoint": str(ckpt), "train_iter": meta.get("train_iter"), "env_steps": meta.get("env_steps"),
         "evaluation_index": index, "seed": config.run.seed, "metrics": metrics,

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lzkernel.errors import ConfigError
+from lzkernel.runinfo import require_run_dir
 
 INSTALL = "pip install 'lzkernel[plot]' (matplotlib)"
 FIGSIZE = (16.0, 4.5)  # inches; at DPI this is the PNG's size in pixels
@@ -117,8 +118,7 @@ def plot_runs(run_dirs: Sequence[str | Path], metric: str | Sequence[str] = "eva
     metrics = [metric] if isinstance(metric, str) else list(metric)
     dirs = [Path(d) for d in run_dirs]
     for d in dirs:
-        if not d.is_dir():
-            raise ConfigError(f"{d}: no such run directory")
+        require_run_dir(d)
     rows = [[[load_series(d, m) for d in g] for g in group_runs(dirs)] for m in metrics]  # read all before drawing
     plt = _pyplot()
     fig, axes = plt.subplots(len(metrics), len(AXES), figsize=(FIGSIZE[0], FIGSIZE[1] * len(metrics)), dpi=DPI,

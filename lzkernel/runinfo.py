@@ -123,8 +123,7 @@ def status(run_dir: Path) -> dict[str, Any]:
     from lzkernel.checkpoint import pid_alive
     from lzkernel.config.strict_yaml import parse
 
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir}: no such run directory")
+    require_run_dir(run_dir)
     out: dict[str, Any] = {"run_dir": str(run_dir)}
     stamp = rundir.lock_stamp(run_dir)
     host = socket.gethostname()
@@ -233,7 +232,7 @@ def format_status(st: dict[str, Any]) -> str:
         parts.append(label)
     parts += [f"iter {st['train_iter']:,}", f"env {st['env_steps']:,}"]
     if st["eval_last"] is not None:
-        parts.append(f"eval {st['eval_last']:.1f} (best {st['eval_best']:.1f})")
+        parts.append(f"eval {eval_text(st['eval_last'])} (best {eval_text(st['eval_best'])})")
     wall = float(st["wall_time"] or 0.0)
     if st["state"] == "running":
         parts.append(budget_clock(wall, st["train_iter"], st["env_steps"], st["max_train_iters"], st["max_env_steps"],
@@ -296,6 +295,21 @@ def solved_lines(sts: list[dict[str, Any]], dirs: Sequence[str | Path]) -> list[
                 if (line := format_solved([sts[i] for i in ids]))]
     line = format_solved(sts)
     return [line] if line else []
+
+
+def require_run_dir(path: Path) -> None:
+    """ConfigError unless ``path`` is a directory (``status``/``plot`` of a run)."""
+    if not path.is_dir():
+        raise ConfigError(f"{path}: " + ("not a run directory (a file)" if path.exists() else "no such run directory"))
+
+
+def eval_text(value: float) -> str:
+    """An evaluation return for a status line: one decimal for CartPole's 195.3, three places
+    for a board game's 0.25 or -0.125 (returns in [-1, 1])."""
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    text = f"{value:.3f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
 
 
 def watch(dirs: Sequence[str], every: float, *, out: TextIO = sys.stdout, sleep: Callable[[float], None] = time.sleep,

@@ -38,6 +38,9 @@ from lzkernel.errors import ConfigError
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 #: Keys a sweep sets itself: a grid cannot vary them.
 _OWN_KEYS = ("run.seed", "run.out_dir")
+#: Set in the environment of a sweep's runs: a stopped run leaves the "continue with" line to the
+#: sweep, whose own command resumes every seed.
+SWEEP_CHILD_ENV = "LZKERNEL_SWEEP_CHILD"
 #: The file in a sweep's directory that lists its runs (:func:`record_runs`).
 SWEEP_FILE = "sweep.json"
 
@@ -322,7 +325,7 @@ def run_all(config: str, overrides: Sequence[str], runs: Sequence[SweepRun], pas
             cmd = run_command(config, overrides, run, pass_args, resume)
             print(f"lzkernel: {_name(run)} ({i + 1} of {len(runs)}) in {run.directory}: "
                   f"{shlex.join(redact_argv(cmd[3:]))}", file=sys.stderr, flush=True)
-            proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True,
+            proc = subprocess.Popen(cmd, env={**os.environ, SWEEP_CHILD_ENV: "1"}, start_new_session=True,
                                     preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
             current[:] = [proc]
             if stop:  # a signal came while the seed was being started: it did not reach it

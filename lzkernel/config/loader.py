@@ -42,7 +42,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}") from None
     except IsADirectoryError:
-        raise ConfigError(f"config file {p} is a directory, not a YAML file") from None
+        run = f" (a run directory: its config is {p / 'config.yaml'})" if (p / "config.yaml").is_file() else ""
+        raise ConfigError(f"config file {p} is a directory, not a YAML file{run}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lzkernel import hookimpl
-from lzkernel.runinfo import budget_clock
+from lzkernel.runinfo import budget_clock, eval_text
 
 #: seconds between redraws on a terminal
 TTY_GAP_S = 0.5
@@ -41,17 +41,19 @@ def _show(run: Any, force: bool = False, final: bool = False) -> None:
     if not force and now - st["shown"] < (TTY_GAP_S if tty else log_gap(wall)):
         return
     st["shown"] = now
-    parts = [
+    # A resume before its checkpoint's counters are loaded: no zeros that read like a fresh start.
+    loading = run.resume_path is not None and run.train_iter == 0 and run.env_steps == 0
+    parts = [] if loading else [
         f"iter {run.train_iter:,}",
         f"env {run.env_steps:,}",
         f"{run.env_steps / wall:,.0f} env/s",
     ]
     if st["eval"] is not None:
-        parts.append(f"eval {st['eval']:.1f} (best {st['best']:.1f})")
+        parts.append(f"eval {eval_text(st['eval'])} (best {eval_text(st['best'])})")
     if run.status_text:
         parts.append(run.status_text)
-    elif run.resume_path is not None and run.train_iter == 0 and run.env_steps == 0:
-        parts.append(f"resuming from {Path(run.resume_path).name}")  # its counters not loaded yet
+    elif loading:
+        parts.append(f"resuming from {Path(run.resume_path).name}")
     elif st["eval"] is None and run.env_steps == 0:
         # Before the first event. Whether numba kernels will be compiled is not known here (the
         # policy is built later); numba's first compilation in the run is logged where it

@@ -114,6 +114,9 @@ def test_eval_last_and_another_seed(cartpole: list[Path], tmp_path: Path, cli) -
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["seed"] == 7 and report["recorded"] is None and report["metrics"]["eval/episodes"] == 2
     assert "return mean" in out
+    # Another batch of episodes is not a replay either: no comparison with the recorded return.
+    code, out, err = cli("eval", str(cartpole[0]), "--checkpoint", "best", "--episodes", "3")
+    assert code == 0 and "return mean" in out and "recorded at" not in out, out + err[-2000:]
 
 
 def test_pong_eval_writes_a_video_with_one_frame_per_step(pong: Path, tmp_path: Path, cli) -> None:  # noqa: ANN001

@@ -80,6 +80,8 @@ def test_finished_run_line_and_bad_directories(tmp_path: Path) -> None:
     assert proc.returncode == 2 and proc.stdout.startswith(f"{out}: ended without a summary"), proc.stderr
     assert proc.stderr.strip() == f"lzkernel: error: {tmp_path / 'missing'}: no such run directory"
     assert_one_line_error(lzk(["status", tmp_path], tmp_path), "no config.yaml")
+    assert_one_line_error(lzk(["status", out / "config.yaml"], tmp_path), "config.yaml: not a run directory (a file)")
+    assert_one_line_error(lzk(["config", out], tmp_path), f"a run directory: its config is {out / 'config.yaml'}")
 
     # Damaged files: a cut summary is no summary; bytes that are not UTF-8 and records that are
     # not objects are skipped.
@@ -121,6 +123,10 @@ def test_the_line_names_the_algorithm_env_and_seed() -> None:
         line = format_status({**st, "trainer": trainer, "policy": policy, "env": env, "seed": seed})
         assert line == f"runs/x: finished: solved: eval 195.3 >= 195 | {label} | iter 1,100 | env 10,901 | " \
                        "eval 195.3 (best 195.3) | 0:02:30", line
+    # A board game's returns in [-1, 1] keep their places: 0.25 is not shown as 0.2.
+    board = format_status({**st, "eval_last": 0.25, "eval_best": -0.125, "trainer": None, "policy": None, "env": None,
+                           "seed": None})
+    assert "eval 0.25 (best -0.125)" in board, board
 
 
 def test_several_runs_get_a_line_saying_how_many_solved_and_how_fast() -> None:

@@ -137,3 +137,4 @@ def test_a_resumed_run_says_so_and_shows_its_earlier_evaluations(tmp_path: Path,
     progress.lzkernel_run_end(run=run, error=None)
     # the evaluation at 30 followed the checkpoint: the resumed run plays it again
     assert "resuming from step_000000000020" in err and "eval 30.0 (best 50.0)" in err
+    assert "iter 0" not in err and "env 0" not in err  # not read as a fresh start
