@@ -76,8 +76,13 @@ class LoopConfig:
                                  "evaluation comes evaluator.every_train_iters updates in).")
     train_start_transitions: int = option(
         0, doc="Train only once the buffer holds more than max(this, batch_size) transitions.", min=0)
+    eval_at_end: bool = option(False, doc="Evaluate once more when the run ends on a budget (env steps, train "
+                               "iterations or time), so that its last weights have an evaluation (and ckpt/best "
+                               "may move); one that reaches the stop value makes the run 'solved'.")
 
 
+#: The stop kinds of a spent budget, after which ``trainer.eval_at_end`` evaluates the last weights.
+BUDGET_STOPS = ("max_env_steps", "max_train_iters", "max_seconds")
 #: The roles a loop trainer builds (LoopTrainer.__init__): each needs its section.
 LOOP_ROLES = ("env", "policy", "buffer", "collector", "evaluator", "update_schedule")
 
@@ -243,6 +248,9 @@ class LoopTrainer(LoopCheckpoints):
             if self._should_stop():
                 break
         run.set_stop(*self._stop_reason())
+        if self.cfg.eval_at_end and run.stop_kind in BUDGET_STOPS:  # every rank: it ends in a collective
+            self._evaluate_and_decide(force=True)
+            run.set_stop(*self._stop_reason())  # solved, if it reached the stop value
         self._save()
         run.progress(run.stop_reason)  # the progress line's last words: why it ended
 

@@ -264,3 +264,18 @@ def test_embedded_runs_are_interrupted_not_ended(tmp_path: Path, monkeypatch: py
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["exit_code"] == 1 and "no progress for 1 s" in summary["error"]
     assert not flag.exists() and "lzk_fault_envs" in sys.modules
+
+
+def test_eval_at_end_evaluates_the_last_weights_of_a_run_that_spent_its_budget(tmp_path: Path) -> None:
+    """trainer.eval_at_end: a run ending on max_train_iters evaluates once more at its last
+    iteration (evaluations otherwise at 0 only, every_train_iters being 1000); the summary's
+    last evaluation is that one."""
+    import json
+
+    for at_end, iters in ((False, [0]), (True, [0, 20])):
+        out = tmp_path / f"run_{at_end}"
+        result = api.train(CONFIG, [*TINY, "evaluator.every_train_iters=1000", f"trainer.eval_at_end={str(at_end).lower()}"],
+                           out_dir=out)
+        assert result.status == "finished" and result.stop_kind == "max_train_iters" and result.train_iter == 20
+        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [r["train_iter"] for r in records if "eval/return_mean" in r] == iters
