@@ -8,7 +8,7 @@ from typing import Any
 
 from lzk_alphazero.config import AlphaZeroPolicyConfig
 from lzk_alphazero.trainer import AlphaZeroTrainer, AlphaZeroTrainerConfig
-from lzk_loop import loop_check
+from lzk_loop import LOOP_RESUME_SAFE, loop_check
 from lzkernel import Component, SimulatorEnvSpec, hookimpl
 
 
@@ -38,4 +38,5 @@ def lzkernel_register_policies() -> list[Component]:
 @hookimpl
 def lzkernel_register_trainers() -> list[Component]:
     return [Component("alphazero", factory=_make_trainer, config=AlphaZeroTrainerConfig, check=loop_check,
+                      resume_safe=LOOP_RESUME_SAFE,
                       doc="AlphaZero on the shared loop: self-play or bot games, outcome targets (SPEC §5.3).")]

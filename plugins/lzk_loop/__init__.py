@@ -6,6 +6,6 @@ UniZero) override the small hooks where they differ. A library plugin: it regist
 components.
 """
 from lzk_loop.reanalysis import ReanalysingTrainer
-from lzk_loop.skeleton import LoopConfig, LoopTrainer, loop_check
+from lzk_loop.skeleton import LOOP_RESUME_SAFE, LoopConfig, LoopTrainer, loop_check
 
-__all__ = ["LoopConfig", "LoopTrainer", "ReanalysingTrainer", "loop_check"]
+__all__ = ["LOOP_RESUME_SAFE", "LoopConfig", "LoopTrainer", "ReanalysingTrainer", "loop_check"]

@@ -81,6 +81,8 @@ class LoopConfig:
                                "may move); one that reaches the stop value makes the run 'solved'.")
 
 
+#: The loop trainers' options a resume may change (``Component.resume_safe``): they shape no state.
+LOOP_RESUME_SAFE = ("eval_at_end",)
 #: The stop kinds of a spent budget, after which ``trainer.eval_at_end`` evaluates the last weights.
 BUDGET_STOPS = ("max_env_steps", "max_train_iters", "max_seconds")
 #: The roles a loop trainer builds (LoopTrainer.__init__): each needs its section.

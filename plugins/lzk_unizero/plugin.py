@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from lzkernel import Component, ReanalysableBuffer, SearchCaches, SequenceValues, hookimpl
-from lzk_loop import loop_check
+from lzk_loop import LOOP_RESUME_SAFE, loop_check
 from lzk_unizero.config import UniZeroPolicyConfig
 from lzk_unizero.trainer import UniZeroSegmentConfig, UniZeroSegmentTrainer
 
@@ -39,4 +39,5 @@ def lzkernel_register_trainers() -> list[Component]:
     return [Component(
         "unizero_segment", factory=_make_trainer, config=UniZeroSegmentConfig,
         needs={"policy": (SequenceValues, SearchCaches), "buffer": (ReanalysableBuffer,)}, check=loop_check,
+        resume_safe=LOOP_RESUME_SAFE,
         doc="UniZero with segment collection and buffer reanalysis (SPEC §1.2).")]

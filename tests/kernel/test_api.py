@@ -279,3 +279,7 @@ def test_eval_at_end_evaluates_the_last_weights_of_a_run_that_spent_its_budget(t
         assert result.status == "finished" and result.stop_kind == "max_train_iters" and result.train_iter == 20
         records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         assert [r["train_iter"] for r in records if "eval/return_mean" in r] == iters
+    # It shapes no state: a resume may turn it on.
+    again = api.train(CONFIG, [*TINY, "evaluator.every_train_iters=1000", "trainer.eval_at_end=true",
+                               "run.max_train_iters=30"], out_dir=tmp_path / "run_False", resume="auto")
+    assert again.train_iter == 30 and again.summary["eval"]["last"]["train_iter"] == 30
