@@ -269,7 +269,7 @@ def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], 
     runs), its line, and one error line per directory that is not a run's (a bad one spoils no
     other line); the "solved" line follows the lines of several runs (one per point of a grid
     with seeds: the runs in one ``seed_<S>`` parent)."""
-    from lzkernel.sweep import expand_sweeps
+    from lzkernel.sweep import expand_sweeps, sweep_unstarted
 
     report, lines, errors, ran = [], [], [], []
     for d in expand_sweeps(dirs):
@@ -280,6 +280,11 @@ def status_lines(dirs: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], 
             continue
         ran.append(d)
         lines.append(format_status(report[-1]))
+    for d in dirs:  # a sweep stopped before some of its runs: they are named, not left out
+        try:
+            lines += [f"{run}: not started (listed in {Path(d) / 'sweep.json'})" for run in sweep_unstarted(Path(d))]
+        except ConfigError as exc:
+            errors.append(f"lzkernel: error: {exc}")
     return report, lines + solved_lines(report, ran), errors
 
 

@@ -274,19 +274,34 @@ def sweep_runs(path: Path) -> list[Path]:
     ``sweep.json`` lists that have started (:func:`record_runs`; a starting run has a lock file
     only), else (a sweep from before that file) its ``seed_<S>`` runs; [] when ``path`` is not a
     sweep's directory."""
-    if not path.is_dir() or (path / "config.yaml").exists():
-        return []
-    if (path / SWEEP_FILE).is_file():
-        from lzkernel.rundir import LOCK_NAME
+    listed = _listed(path)
+    if listed is None:
+        return seed_dirs(path) if path.is_dir() and not (path / "config.yaml").exists() else []
+    return [run for run in listed if _started(run)]
 
-        try:
-            listed = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))["runs"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path / SWEEP_FILE}: not a sweep's record (a JSON object with a list 'runs'): "
-                              f"{type(exc).__name__}: {exc}") from None
-        # a run that is starting holds its lock before it writes config.yaml
-        return [path / rel for rel in listed if (path / rel / "config.yaml").is_file() or (path / rel / LOCK_NAME).is_file()]
-    return seed_dirs(path)
+
+def sweep_unstarted(path: Path) -> list[Path]:
+    """The runs the sweep in ``path`` lists that have not started (a sweep stopped before them)."""
+    return [run for run in _listed(path) or [] if not _started(run)]
+
+
+def _listed(path: Path) -> list[Path] | None:
+    """The runs ``path/sweep.json`` lists (None: ``path`` is no sweep's directory with that file)."""
+    if not path.is_dir() or (path / "config.yaml").exists() or not (path / SWEEP_FILE).is_file():
+        return None
+    try:
+        listed = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))["runs"]
+        return [path / rel for rel in listed]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path / SWEEP_FILE}: not a sweep's record (a JSON object with a list 'runs'): "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+def _started(run: Path) -> bool:
+    from lzkernel.rundir import LOCK_NAME
+
+    # a run that is starting holds its lock before it writes config.yaml
+    return (run / "config.yaml").is_file() or (run / LOCK_NAME).is_file()
 
 
 def run_command(config: str, overrides: Sequence[str], run: SweepRun, pass_args: Sequence[str],

@@ -74,6 +74,8 @@ def test_a_signal_stops_the_sweep_and_resume_auto_continues_it(tmp_path: Path, t
     assert _summary(first)["status"] == "stopped" and not (out / "seed_1").exists()  # saved, not killed
     assert "ran 1 of 2 runs" in err and "continue it with the same command and --resume auto" in err
     assert "continue with:" not in err  # the stopped seed's own line would resume that seed alone
+    status = lzk(["status", out], tmp_path)  # the seed that never started is named
+    assert status.returncode == 0 and f"{out / 'seed_1'}: not started (listed in {out / 'sweep.json'})" in status.stdout
     # Without --resume the same sweep is refused (seed 0 holds checkpoints), before any seed runs.
     assert_one_line_error(lzk(["run", cfg, "-p", "lzk_fault_plugin", "--seeds", "0", "1"], tmp_path),
                           "seed_0' already holds checkpoints")
