@@ -250,7 +250,8 @@ def format_solved(sts: list[dict[str, Any]]) -> str | None:
     if len(sts) < 2 or not ended:
         return None
     solved = [st for st in sts if st.get("stop_kind") == "solved"]
-    line = f"solved {len(solved)} of {len(sts)}"
+    going = len(sts) - len(ended)
+    line = f"solved {len(solved)} of {len(sts)}" + (f" so far ({going} still running)" if going else "")
     if solved:
         wall, it, env = (statistics.median(float(st[k] or 0) for st in solved)
                          for k in ("wall_time", "train_iter", "env_steps"))

@@ -138,6 +138,8 @@ def test_several_runs_get_a_line_saying_how_many_solved_and_how_fast() -> None:
     assert format_solved(runs[2:]) is None  # one run: its own line says it all
     assert format_solved([runs[2], {**runs[2], "state": "failed", "stop_kind": None}]) == "solved 0 of 2"
     assert format_solved([{**runs[0], "state": "running"}, {**runs[1], "state": "running"}]) is None
+    assert format_solved([runs[2], {**runs[1], "state": "running", "stop_kind": None}]) == \
+        "solved 0 of 2 so far (1 still running)"
 
 
 def test_watch_shows_the_lines_until_every_run_has_ended(tmp_path: Path) -> None:
