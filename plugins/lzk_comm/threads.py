@@ -36,6 +36,8 @@ from typing import Any, Callable, Iterable, Sequence, cast
 
 import torch
 
+from lzkernel.errors import error_line
+
 from lzk_comm.common import CommTimer, TimedCommMixin, average_gradients, decode_object, encode_object
 from lzk_comm.local import check_plain, check_src, check_tensor
 
@@ -57,7 +59,7 @@ class RankFailed(RuntimeError):
     """What :func:`run_ranks` raises: the root-cause rank and its exception (also ``__cause__``)."""
 
     def __init__(self, rank: int, exc: BaseException, others: Sequence[int] = ()) -> None:
-        msg = f"rank {rank}: {type(exc).__name__}: {exc}"
+        msg = f"rank {rank}: {error_line(exc)}"  # with the plugin that raised it, where a note names it
         if others:
             msg += f" (ranks {', '.join(map(str, others))} were released with an error)"
         super().__init__(msg)
