@@ -183,12 +183,9 @@ def run_trainer(run: Any) -> None:
 
 def _best_eval(run_dir: Path) -> float | None:
     """The best ``eval/return_mean`` of the run's live history (None: none, or no metrics.jsonl)."""
-    from lzkernel.runinfo import read_history
+    from lzkernel.runinfo import eval_history, eval_returns
 
-    if not (run_dir / "metrics.jsonl").is_file():
-        return None
-    history = read_history(run_dir, lambda rec: isinstance(rec.get("eval/return_mean"), (int, float)))
-    return max((float(r["eval/return_mean"]) for r in history.records), default=None)
+    return max(map(float, eval_returns(eval_history(run_dir))), default=None)
 
 
 def _summary_since(run_dir: Path, started: float) -> dict[str, Any] | None:

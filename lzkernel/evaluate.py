@@ -99,6 +99,10 @@ def _episode_override(options: Any, episodes: int) -> str:
                       "set its options with overrides instead")
 
 
+#: The statistics of an evaluation's returns an evaluator logs as ``eval/return_<stat>``.
+RETURN_STATS = ("mean", "std", "min", "max")
+
+
 def _missing_plugins(kernel: Any, ckpt: Path) -> str:
     """What the checkpoint's run had loaded (its meta's ``versions``) that is not loaded now, and
     how to load it: ``"my_env is not loaded now (add -p my_env); "``; "" when none or unknown.
@@ -248,13 +252,13 @@ def summary(report: dict[str, Any]) -> list[str]:
     played = [f"{int(m['eval/episodes'])} episodes"] if "eval/episodes" in m else []
     if "eval/episode_length_mean" in m:
         played.append(f"mean length {m['eval/episode_length_mean']:.1f}")
-    returns = [f"{k} {m[f'eval/return_{k}']:.3f}" for k in ("mean", "std", "min", "max") if f"eval/return_{k}" in m]
+    returns = [f"{k} {m[f'eval/return_{k}']:.3f}" for k in RETURN_STATS if f"eval/return_{k}" in m]
     lines = [f"checkpoint {report['checkpoint']} (train_iter {report['train_iter']}, env_steps {report['env_steps']})",
              f"evaluation {report['evaluation_index']} (run seed {report['seed']})" + (": " if played else "")
              + ", ".join(played)] + (["return " + "  ".join(returns)] if returns else [])
     # A third-party evaluator's own scalars (eval/success_rate, ...), after the common ones.
     common = {"eval/episodes", "eval/episode_length_mean", "eval/index", "eval/seconds", "eval/env_failures",
-              *(f"eval/return_{k}" for k in ("mean", "std", "min", "max"))}
+              *(f"eval/return_{k}" for k in RETURN_STATS)}
     own = sorted(k for k in m if k.startswith("eval/") and k not in common and not k.startswith("eval/vs_")
                  and isinstance(m[k], (int, float)))
     if own:

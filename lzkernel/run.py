@@ -429,8 +429,8 @@ class RunContext:
         """Refuse (exit 2) a resume whose config differs from the checkpoint's in a key that is
         not resume-safe (:mod:`lzkernel.config.resume_check`); nothing has been loaded yet."""
         from lzkernel.checkpoint import stored_config
-        from lzkernel.config.resume_check import (MAX_LISTED, config_changes, describe_changes, incompatible_changes,
-                                                  show_value)
+        from lzkernel.config.resume_check import (MAX_LISTED, change_text, config_changes, describe_changes,
+                                                  incompatible_changes)
 
         try:
             old = stored_config(path)
@@ -456,7 +456,7 @@ class RunContext:
             more = f"; and {len(allowed) - MAX_LISTED} more" if len(allowed) > MAX_LISTED else ""
             log.info("resumed with %d setting%s changed from the checkpoint's config: %s%s", len(allowed),
                      "s" if len(allowed) != 1 else "",
-                     "; ".join(f"{key}: {show_value(a)} → {show_value(b)}" for key, a, b in allowed[:MAX_LISTED]), more)
+                     "; ".join(change_text(*change) for change in allowed[:MAX_LISTED]), more)
 
     # -- internals ---------------------------------------------------------------------------
 

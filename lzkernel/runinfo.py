@@ -43,6 +43,18 @@ def _is_num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def eval_history(run_dir: Path) -> History:
+    """The live history's evaluation records (none without a metrics.jsonl)."""
+    if not (run_dir / "metrics.jsonl").is_file():
+        return History()
+    return read_history(run_dir, lambda rec: rec.get("event") == "eval")
+
+
+def eval_returns(history: History) -> list[Any]:
+    """The ``eval/return_mean`` of each evaluation record that logged one, oldest first."""
+    return [r["eval/return_mean"] for r in history.records if isinstance(r.get("eval/return_mean"), (int, float))]
+
+
 def read_history(run_dir: Path, keep: Callable[[dict[str, Any]], bool] = lambda rec: True) -> History:
     """``run_dir/metrics.jsonl`` read once: the records ``keep`` accepts (only those are held in
     memory), without those of abandoned histories (a crash after the last checkpoint, a rewind
@@ -150,17 +162,16 @@ def status(run_dir: Path) -> dict[str, Any]:
         out["state"] = f"held by pid {stamp[0]} on {stamp[1]} (not this host: cannot tell if it runs)"
     else:
         out["state"] = "ended without a summary (killed?)" if (run_dir / "metrics.jsonl").is_file() else "empty"
-    history = read_history(run_dir, lambda rec: rec.get("event") == "eval") if (run_dir / "metrics.jsonl").is_file() \
-        else History()
+    history = eval_history(run_dir)
     last = summary if summary is not None else (history.last or {})
     for key in ("train_iter", "env_steps", "wall_time"):
         out[key] = last.get(key, 0)
     newest = _newest_checkpoint_meta(run_dir)
     if newest is not None and newest.get("train_iter", 0) > out["train_iter"]:  # saved after the last record
         out.update({k: newest.get(k, out[k]) for k in ("train_iter", "env_steps", "wall_time")})
-    evals = [r for r in history.records if isinstance(r.get("eval/return_mean"), (int, float))]
-    out["eval_last"] = evals[-1]["eval/return_mean"] if evals else None
-    out["eval_best"] = max(r["eval/return_mean"] for r in evals) if evals else None
+    returns = eval_returns(history)
+    out["eval_last"] = returns[-1] if returns else None
+    out["eval_best"] = max(returns) if returns else None
     cfg = parse((run_dir / "config.yaml").read_text(encoding="utf-8"))
     budgets = _block(cfg, "run")
     out.update({k: budgets.get(k) for k in ("max_train_iters", "max_env_steps", "max_seconds")})

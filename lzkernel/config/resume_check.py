@@ -117,12 +117,17 @@ def show_value(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def change_text(key: str, old: Any, new: Any) -> str:
+    """``key: OLD → NEW``, each value in one short line (:func:`show_value`)."""
+    return f"{key}: {show_value(old)} → {show_value(new)}"
+
+
 def describe_changes(changes: list[tuple[str, Any, Any]], checkpoint: str) -> str:
     """The error message: one line per differing key (old → new), then what to do."""
     n = len(changes)
     lines = [f"--resume: the config differs from the one checkpoint {checkpoint} was written with, in "
              f"{n} key{'s' if n != 1 else ''} that a resume cannot change:"]
-    lines += [f"  {key}: {show_value(a)} → {show_value(b)}" for key, a, b in changes[:MAX_LISTED]]
+    lines += [f"  {change_text(*change)}" for change in changes[:MAX_LISTED]]
     if n > MAX_LISTED:
         lines.append(f"  ... and {n - MAX_LISTED} more")
     lines.append("(a resume may change budgets, logging, cadence and run.device/threads, and the keys each "

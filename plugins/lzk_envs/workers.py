@@ -82,6 +82,14 @@ _PER_ENV_ARRAYS = ("lengths", "obs", "legal", "ret", "len")
 _BOOK_LISTS = ("in_a_row", "restarts_of", "first")
 
 
+def with_restarts(batch: StepBatch, extra: np.ndarray | None) -> StepBatch:
+    """``batch`` with ``extra`` [E] more restarts counted per row (None: none more)."""
+    if extra is None:
+        return batch
+    extra = np.asarray(extra, np.int64)
+    return replace(batch, restarted=extra.copy() if batch.restarted is None else batch.restarted + extra)
+
+
 def join_states(states: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The shares' ``state_dict()`` results as the in-process vector env's over all E envs."""
     metas = [m for m, _ in states]
@@ -362,8 +370,7 @@ class WorkerVectorEnv:
     def reset(self) -> StepBatch:
         batches = self._all([("reset",)] * len(self.workers), replace_lost=True)
         for k, pending in self._pending.items():  # those restarts are still to be counted
-            extra = pending.restarted if batches[k].restarted is None else batches[k].restarted + pending.restarted
-            batches[k] = replace(batches[k], restarted=extra)
+            batches[k] = with_restarts(batches[k], pending.restarted)
         self._pending.clear()
         return self._rows(batches)
 
@@ -399,7 +406,7 @@ class WorkerVectorEnv:
         the new workers' states answered."""
         for k, batch in self._replace(lost).items():  # a share lost again before its rows were taken: both count
             held = self._pending.get(k)
-            self._pending[k] = batch if held is None else replace(batch, restarted=batch.restarted + held.restarted)
+            self._pending[k] = with_restarts(batch, None if held is None else held.restarted)
         return self._exchange({k: ("state",) for k in lost}, keep_lost=False)[0]
 
     def take_restarts(self) -> tuple[np.ndarray, StepBatch] | None:
@@ -425,11 +432,8 @@ class WorkerVectorEnv:
                 self.books[k] = part["restarts"]
 
         def lost_loading(lost: dict[int, EnvError]) -> dict[int, StepBatch]:
-            started = self._replace(lost)
-            for k, batch in started.items():
-                held = np.asarray(parts[k][0].get("pending_restarts", np.zeros(self.parts[k][1])), np.int64)
-                started[k] = replace(batch, restarted=batch.restarted + held)
-            return started
+            return {k: with_restarts(batch, parts[k][0].get("pending_restarts"))
+                    for k, batch in self._replace(lost).items()}
 
         return join_batches(self._all([("load", m, a) for m, a in parts], replace_lost=True, on_lost=lost_loading))
 
